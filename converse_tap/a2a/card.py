@@ -1,0 +1,127 @@
+"""Agent Card parsing (v1.0 and v0.3 shapes): interfaces, skills, and the converse declaration."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .constants import CONVERSE_URI
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def card_fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
+    """Flatten a card into the agent_cards columns (without exchange-level fields)."""
+    out: dict[str, Any] = {
+        "name": None,
+        "version": None,
+        "description": None,
+        "protocol_version": None,
+        "interfaces": [],
+        "skill_ids": [],
+        "converse_declared": False,
+        "converse_required": None,
+        "mcp_url": None,
+        "mcp_server_card_url": None,
+        "tools": [],
+        "tools_match_skills": None,
+        "unmatched_tools": [],
+        "card_json": None,
+    }
+    if not isinstance(card, dict):
+        anomalies.append(f"card_not_object:{type(card).__name__}")
+        return out
+    out["card_json"] = json.dumps(card, sort_keys=True, ensure_ascii=False, default=str)
+    out["name"] = _str(card.get("name"))
+    out["version"] = _str(card.get("version"))
+    out["description"] = _str(card.get("description"))
+    out["protocol_version"] = _str(card.get("protocolVersion"))
+
+    interfaces = []
+    for itf in card.get("supportedInterfaces") or []:
+        if isinstance(itf, dict):
+            interfaces.append(
+                {
+                    "url": _str(itf.get("url")),
+                    "binding": _str(itf.get("protocolBinding")),
+                    "protocol_version": _str(itf.get("protocolVersion")),
+                }
+            )
+    if not interfaces and _str(card.get("url")):  # v0.3 shape
+        interfaces.append(
+            {
+                "url": card["url"],
+                "binding": _str(card.get("preferredTransport")) or "JSONRPC",
+                "protocol_version": _str(card.get("protocolVersion")),
+            }
+        )
+        for itf in card.get("additionalInterfaces") or []:
+            if isinstance(itf, dict) and _str(itf.get("url")) != card["url"]:
+                interfaces.append(
+                    {
+                        "url": _str(itf.get("url")),
+                        "binding": _str(itf.get("transport")),
+                        "protocol_version": _str(card.get("protocolVersion")),
+                    }
+                )
+    out["interfaces"] = interfaces
+
+    skills = card.get("skills")
+    out["skill_ids"] = [s["id"] for s in skills or [] if isinstance(s, dict) and isinstance(s.get("id"), str)]
+
+    caps = card.get("capabilities")
+    exts = caps.get("extensions") if isinstance(caps, dict) else None
+    decl = None
+    for ext in exts or []:
+        if isinstance(ext, dict) and ext.get("uri") == CONVERSE_URI:
+            decl = ext
+            break
+    if decl is None:
+        return out
+    out["converse_declared"] = True
+    required = decl.get("required")
+    out["converse_required"] = required if isinstance(required, bool) else None
+    if required is True:
+        anomalies.append("card_converse_required_true")
+    params = decl.get("params")
+    if not isinstance(params, dict):
+        anomalies.append("card_converse_params_missing")
+        return out
+    mcp = params.get("mcp")
+    if isinstance(mcp, dict):
+        out["mcp_url"] = _str(mcp.get("url"))
+        out["mcp_server_card_url"] = _str(mcp.get("serverCardUrl"))
+        url, server_card = out["mcp_url"], out["mcp_server_card_url"]
+        if url and server_card and not server_card.startswith(url.rstrip("/") + "/"):
+            anomalies.append("card_server_card_not_under_mcp_url")
+    else:
+        anomalies.append("card_converse_mcp_missing")
+    tools = params.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        anomalies.append(f"wrong_type:params.tools={type(tools).__name__}")
+        tools = []
+    skill_ids = set(out["skill_ids"])
+    for t in tools or []:
+        if not isinstance(t, dict):
+            anomalies.append("wrong_type:params.tools[]")
+            continue
+        schema = t.get("inputSchema")
+        if schema is not None and not isinstance(schema, dict):
+            anomalies.append(f"card_tool_schema_not_object:{t.get('toolName')}")
+        required_fields = schema.get("required") if isinstance(schema, dict) else None
+        out["tools"].append(
+            {
+                "tool_name": _str(t.get("toolName")),
+                "description": _str(t.get("description")),
+                "input_schema_json": None if schema is None else json.dumps(schema, sort_keys=True, default=str),
+                "required_fields": [f for f in required_fields or [] if isinstance(f, str)],
+            }
+        )
+    unmatched = [t["tool_name"] for t in out["tools"] if t["tool_name"] not in skill_ids]
+    out["unmatched_tools"] = [u for u in unmatched if u is not None]
+    out["tools_match_skills"] = not unmatched
+    for name in unmatched:
+        anomalies.append(f"card_tool_without_skill:{name}")
+    return out

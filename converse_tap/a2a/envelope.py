@@ -1,0 +1,211 @@
+"""The converse extension's reply envelope: find it in a message's metadata, flatten it, check it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .constants import (
+    AUTHORS,
+    AVAILABILITY,
+    CONVERSE_URI,
+    CONVERSE_URI_BASE,
+    COVERAGE,
+    COVERAGE_REASONS,
+    INVOCATION_OUTCOMES,
+    OWNERSHIP_STATES,
+    ROUTINE_STATUSES,
+)
+
+# Flattened envelope columns, all None when the envelope is absent.
+ENVELOPE_FIELDS = (
+    "author",
+    "coverage_availability",
+    "coverage",
+    "coverage_reason",
+    "originating_turn_id",
+    "originating_request_id",
+    "ownership_state",
+    "ownership_suppressed",
+    "routine_tool_name",
+    "routine_name",
+    "routine_status",
+    "pending_input",
+    "pending_required_open",
+    "invocation_tool_name",
+    "invocation_outcome",
+    "citations",
+    "citation_count",
+    "envelope_json",
+)
+
+
+def empty_envelope() -> dict[str, Any]:
+    return dict.fromkeys(ENVELOPE_FIELDS)
+
+
+def find_envelope(
+    metadata: Any, extensions: list[str], anomalies: list[str], agent_side: bool = True
+) -> tuple[bool, Any]:
+    """Return (present, raw envelope). Notes keying problems in `anomalies`.
+
+    A user message may list the URI in `extensions` without metadata (clients do); for agent messages and
+    artifacts the spec wants both, so only `agent_side` objects are checked for that.
+    """
+    if metadata is None:
+        if agent_side and CONVERSE_URI in extensions:
+            anomalies.append("extension_listed_without_metadata")
+        return False, None
+    if not isinstance(metadata, dict):
+        anomalies.append(f"metadata_not_object:{type(metadata).__name__}")
+        return False, None
+    if CONVERSE_URI in metadata:
+        if CONVERSE_URI not in extensions:
+            anomalies.append("envelope_uri_not_in_extensions")
+        return True, metadata[CONVERSE_URI]
+    for key in metadata:
+        if isinstance(key, str) and key.rstrip("/").lower() == CONVERSE_URI.lower():
+            anomalies.append(f"envelope_key_variant:{key}")
+            return True, metadata[key]
+        if isinstance(key, str) and key.startswith(CONVERSE_URI_BASE):
+            anomalies.append(f"envelope_other_version:{key}")
+    if agent_side and CONVERSE_URI in extensions:
+        anomalies.append("extension_listed_without_metadata")
+    return False, None
+
+
+def _str(env: dict[str, Any], key: str, where: str, anomalies: list[str]) -> str | None:
+    value = env.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    anomalies.append(f"wrong_type:{where}{key}={type(value).__name__}")
+    return json.dumps(value, sort_keys=True) if isinstance(value, (int, float, bool)) else None
+
+
+def _enum(env: dict[str, Any], key: str, where: str, allowed: frozenset[str], anomalies: list[str]) -> str | None:
+    value = _str(env, key, where, anomalies)
+    if value is not None and value not in allowed:
+        anomalies.append(f"unknown_enum:{where}{key}={value}")
+    return value
+
+
+def _obj(env: dict[str, Any], key: str, anomalies: list[str]) -> dict[str, Any] | None:
+    value = env.get(key)
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return value
+    anomalies.append(f"wrong_type:{key}={type(value).__name__}")
+    return None
+
+
+def _bool(value: Any, where: str, anomalies: list[str]) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    anomalies.append(f"wrong_type:{where}={type(value).__name__}")
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return None
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
+    """Flatten one envelope into the message columns. Never raises; odd shapes become anomalies."""
+    out = empty_envelope()
+    try:
+        out["envelope_json"] = json.dumps(raw, sort_keys=True, ensure_ascii=False, default=str)
+    except ValueError:  # e.g. circular structures cannot come from JSON, but NaN handling may complain
+        out["envelope_json"] = None
+    if not isinstance(raw, dict):
+        anomalies.append(f"envelope_not_object:{type(raw).__name__}")
+        return out
+
+    out["author"] = _enum(raw, "author", "", AUTHORS, anomalies)
+
+    cov = _obj(raw, "answerCoverage", anomalies)
+    if cov is not None:
+        w = "answerCoverage."
+        out["coverage_availability"] = _enum(cov, "availability", w, AVAILABILITY, anomalies)
+        out["coverage"] = _enum(cov, "coverage", w, COVERAGE, anomalies)
+        out["coverage_reason"] = _enum(cov, "reason", w, COVERAGE_REASONS, anomalies)
+        out["originating_turn_id"] = _str(cov, "originatingTurnId", w, anomalies)
+        out["originating_request_id"] = _str(cov, "originatingRequestId", w, anomalies)
+        if out["coverage_availability"] is None:
+            anomalies.append("missing:answerCoverage.availability")
+
+    own = _obj(raw, "ownership", anomalies)
+    if own is not None:
+        out["ownership_state"] = _enum(own, "state", "ownership.", OWNERSHIP_STATES, anomalies)
+        out["ownership_suppressed"] = _bool(own.get("suppressed"), "ownership.suppressed", anomalies)
+
+    routine = _obj(raw, "routine", anomalies)
+    if routine is not None:
+        w = "routine."
+        out["routine_tool_name"] = _str(routine, "toolName", w, anomalies)
+        out["routine_name"] = _str(routine, "name", w, anomalies)
+        out["routine_status"] = _enum(routine, "status", w, ROUTINE_STATUSES, anomalies)
+        slots = _pending_input(routine.get("pendingInput"), anomalies)
+        out["pending_input"] = slots
+        if slots is not None:
+            out["pending_required_open"] = sum(1 for s in slots if s["required"])
+            if slots and out["routine_status"] != "waiting_for_input":
+                anomalies.append(f"pending_input_not_waiting:{out['routine_status']}")
+        if out["routine_name"] is None and out["routine_tool_name"] is None:
+            anomalies.append("missing:routine.name")
+
+    inv = _obj(raw, "invocation", anomalies)
+    if inv is not None:
+        out["invocation_tool_name"] = _str(inv, "toolName", "invocation.", anomalies)
+        out["invocation_outcome"] = _enum(inv, "outcome", "invocation.", INVOCATION_OUTCOMES, anomalies)
+
+    cites = raw.get("citations")
+    if cites is not None:
+        if isinstance(cites, list):
+            rows = []
+            for c in cites:
+                if not isinstance(c, dict):
+                    anomalies.append(f"wrong_type:citations[]={type(c).__name__}")
+                    continue
+                rows.append(
+                    {
+                        "document_id": _text(c.get("documentId")),
+                        "chunk_id": _text(c.get("chunkId")),
+                        "title": _text(c.get("title")),
+                        "source_url": _text(c.get("sourceUrl")),
+                    }
+                )
+            out["citations"] = rows
+            out["citation_count"] = len(rows)
+        else:
+            anomalies.append(f"wrong_type:citations={type(cites).__name__}")
+    return out
+
+
+def _pending_input(value: Any, anomalies: list[str]) -> list[dict[str, Any]] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        anomalies.append(f"wrong_type:routine.pendingInput={type(value).__name__}")
+        return None
+    slots = []
+    for s in value:
+        if not isinstance(s, dict):
+            anomalies.append(f"wrong_type:routine.pendingInput[]={type(s).__name__}")
+            continue
+        required = _bool(s.get("required"), "routine.pendingInput[].required", anomalies)
+        slots.append(
+            {
+                "key": _text(s.get("key")),
+                "type": _text(s.get("type")),
+                "required": bool(required),
+                "description": _text(s.get("description")),
+            }
+        )
+    return slots

@@ -1,0 +1,359 @@
+"""Pure extraction: one HttpExchange -> one exchanges row, its message sightings, and any agent cards."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from .card import card_fields
+from .classify import A2ARequest, classify
+from .constants import CONVERSE_URI
+from .envelope import empty_envelope, find_envelope, flatten_envelope
+from .exchange import HttpExchange
+from .headers import split_uris
+from .objects import Sighting, Walk, extensions_of, normalise_role, part_kind, parts_of, text_of, walk_result
+from .redact import TextPolicy, redact_url
+from .sse import parse_sse
+
+_AGENT_ID = re.compile(r"^(?:[A-Za-z]{1,10}_[A-Za-z0-9_-]{6,}|[0-9a-fA-F]{8}-[0-9a-fA-F-]{27})$")
+_MESSAGE_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
+
+
+@dataclass(slots=True)
+class Extraction:
+    exchange: dict[str, Any]
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    agent_cards: list[dict[str, Any]] = field(default_factory=list)
+
+
+def agent_of(agent_url: str) -> tuple[str, str | None]:
+    """(agent key, agent id): the id is the last path segment when it looks like one (e.g. `ag_…`)."""
+    parts = urlsplit(agent_url)
+    segments = [s for s in parts.path.split("/") if s]
+    agent_id = segments[-1] if segments and _AGENT_ID.match(segments[-1]) else None
+    return agent_id or f"{parts.netloc}{parts.path.rstrip('/')}", agent_id
+
+
+def _loads(data: bytes | str) -> tuple[Any, str | None]:
+    try:
+        return json.loads(data), None
+    except RecursionError:
+        return None, "json_too_deep"
+    except ValueError as e:
+        return None, f"invalid_json:{type(e).__name__}"
+
+
+def _error_fields(err: Any) -> dict[str, Any]:
+    """JSON-RPC error object or REST error body -> code/status/message/reason."""
+    out: dict[str, Any] = {"error_code": None, "error_status": None, "error_message": None, "error_reason": None}
+    if not isinstance(err, dict):
+        out["error_message"] = None if err is None else str(err)[:500]
+        return out
+    if isinstance(err.get("error"), dict):  # REST {"error": {...}} or a whole JSON-RPC response
+        err = err["error"]
+    code = err.get("code", err.get("status") if isinstance(err.get("status"), int) else None)
+    if isinstance(code, (int, float)) and not isinstance(code, bool):
+        out["error_code"] = int(code)
+    status = err.get("status")
+    out["error_status"] = status if isinstance(status, str) else None
+    msg = err.get("message", err.get("detail", err.get("title")))
+    out["error_message"] = msg if isinstance(msg, str) else None
+    details = err.get("data", err.get("details"))
+    if isinstance(details, dict):
+        details = [details]
+    if isinstance(details, list):
+        for d in details:
+            if isinstance(d, dict) and isinstance(d.get("reason"), str):
+                out["error_reason"] = d["reason"]
+                break
+    return out
+
+
+def extract(ex: HttpExchange, policy: TextPolicy, req: A2ARequest | None = None) -> Extraction | None:
+    """Rows for one exchange, or None when it is not A2A. Never raises on odd payloads: they become anomalies."""
+    if req is None:
+        req = classify(ex.method, ex.url, ex.request_headers, ex.request_body)
+        if req is None:
+            return None
+    anomalies: list[str] = list(req.anomalies) + list(ex.anomalies)
+    agent, agent_id = agent_of(req.agent_url)
+    hdr = ex.request_headers
+    requested = split_uris(hdr.get_all("a2a-extensions") + hdr.get_all("x-a2a-extensions"))
+    resp_hdr = ex.response_headers
+    echoed = split_uris(resp_hdr.get_all("a2a-extensions") + resp_hdr.get_all("x-a2a-extensions"))
+    converse_requested = CONVERSE_URI in requested
+    content_type = (resp_hdr.get("content-type") or "").lower()
+
+    row: dict[str, Any] = {
+        "exchange_id": ex.id,
+        "ts_start": ex.ts_start,
+        "ts_first_byte": ex.ts_first_byte,
+        "ts_end": ex.ts_end,
+        "client_addr": ex.client_addr,
+        "server_addr": ex.server_addr,
+        "url": redact_url(ex.url),
+        "http_method": ex.method.upper(),
+        "http_version": ex.http_version,
+        "agent": agent,
+        "agent_url": req.agent_url,
+        "agent_id": agent_id,
+        "binding": req.binding,
+        "dialect": req.dialect,
+        "method": req.method,
+        "method_raw": req.method_raw,
+        "jsonrpc_id": req.jsonrpc_id,
+        "a2a_version": hdr.get("a2a-version"),
+        "extensions_requested": requested,
+        "extensions_echoed": echoed,
+        "converse_requested": converse_requested,
+        "converse_echoed": CONVERSE_URI in echoed,
+        "status_code": ex.status,
+        "content_type": content_type or None,
+        "error_code": None,
+        "error_status": None,
+        "error_message": None,
+        "error_reason": None,
+        "streamed": False,
+        "sse_events": None,
+        "bytes_in": ex.bytes_in,
+        "bytes_out": ex.bytes_out,
+        "context_id": None,
+        "task_id": req.task_id,
+        "task_state": None,
+        "complete": ex.error is None and ex.status is not None,
+        "error": ex.error,
+        "messages": 0,
+        "replies": 0,
+        "source": ex.source,
+        "anomalies": anomalies,
+    }
+    out = Extraction(row)
+    ctx = _Ctx(ex, policy, req, out, agent, agent_id, converse_requested)
+
+    # the request's own message (SendMessage / SendStreamingMessage)
+    if req.method in _MESSAGE_METHODS:
+        params = req.params
+        msg = params.get("message") if isinstance(params, dict) else None
+        if isinstance(msg, dict):
+            ctx.add(Sighting("request.message", "message", "request", msg), "request", None, ex.ts_start)
+            row["context_id"] = msg.get("contextId") or None
+            row["task_id"] = row["task_id"] or msg.get("taskId") or None
+        else:
+            anomalies.append("request_without_message")
+
+    if ex.status is None:
+        if ex.error is None:
+            anomalies.append("no_response")
+        return _finish(out, Walk(), req, confirmed=req.certain)
+
+    walk = Walk()
+    is_sse = ex.sse_events is not None or content_type.startswith("text/event-stream")
+    confirmed = req.certain or "a2a+json" in content_type
+    if is_sse:
+        row["streamed"] = True
+        events = ex.sse_events
+        if events is None:
+            events, ex.sse_comments = parse_sse(ex.response_body or b"")
+        row["sse_events"] = len(events)
+        for i, ev in enumerate(events):
+            if ev.oversize:
+                anomalies.append(f"sse_event_too_large:{i}")
+                continue
+            doc, err = _loads(ev.data)
+            if err:
+                anomalies.append(f"{err}:event[{i}]")
+                continue
+            confirmed |= ctx.payload(doc, walk, i, ev.event == "error", ev.received or ex.ts_end)
+    elif ex.response_body is not None and ex.response_body.strip():
+        doc, err = _loads(ex.response_body)
+        if err:
+            if content_type.startswith("application/json") or "a2a" in content_type or req.certain:
+                anomalies.append(err)
+        else:
+            if req.streaming and ex.status < 400:
+                anomalies.append("stream_answered_with_json")
+            confirmed |= ctx.payload(doc, walk, None, False, ex.ts_first_byte or ex.ts_end)
+    elif ex.status < 300 and ex.status != 204 and req.binding != "card" and ex.response_body is not None:
+        anomalies.append("empty_body")
+    if ex.status >= 400 and row["error_code"] is None:
+        row["error_code"] = ex.status
+    return _finish(out, walk, req, confirmed)
+
+
+def _finish(out: Extraction, walk: Walk, req: A2ARequest, confirmed: bool) -> Extraction | None:
+    if not confirmed:
+        return None
+    row = out.exchange
+    row["anomalies"].extend(walk.anomalies)
+    row["context_id"] = walk.context_id or row["context_id"]
+    row["task_id"] = walk.task_id or row["task_id"]
+    row["task_state"] = walk.task_state
+    responses = [m for m in out.messages if m["direction"] == "response"]
+    row["messages"] = len(out.messages)
+    row["replies"] = sum(1 for m in responses if m["has_envelope"] and m["role"] == "agent")
+    if req.method in _MESSAGE_METHODS and row["error_code"] is None:
+        fresh = [m for m in responses if ".history[" not in m["location"] and m["role"] != "user"]
+        if row["converse_requested"] and fresh and not any(m["has_envelope"] for m in fresh):
+            row["anomalies"].append("converse_requested_no_envelope")
+        if not row["converse_requested"] and any(m["has_envelope"] for m in fresh):
+            row["anomalies"].append("envelope_not_requested")
+    if row["converse_echoed"] and not row["converse_requested"]:
+        row["anomalies"].append("converse_echoed_not_requested")
+    for m in out.messages:  # sightings inherit what the exchange learnt about their task
+        m["context_id"] = m["context_id"] or row["context_id"]
+        m["task_id"] = m["task_id"] or (row["task_id"] if m["direction"] == "response" else m["task_id"])
+    return out
+
+
+@dataclass(slots=True)
+class _Ctx:
+    ex: HttpExchange
+    policy: TextPolicy
+    req: A2ARequest
+    out: Extraction
+    agent: str
+    agent_id: str | None
+    converse_requested: bool
+
+    def payload(self, doc: Any, walk: Walk, event_index: int | None, error_event: bool, ts: float | None) -> bool:
+        """Handle one parsed response document; returns True when it confirms the exchange is A2A."""
+        row = self.out.exchange
+        req = self.req
+        where = "" if event_index is None else f"event[{event_index}]"
+        if req.binding == "card":
+            self._card(doc, "well-known", ts)
+            return True
+        if req.binding == "jsonrpc":
+            if not isinstance(doc, dict):
+                row["anomalies"].append(f"jsonrpc_response_not_object{':' + where if where else ''}")
+                return False
+            if req.jsonrpc_id is not None and "id" in doc and doc["id"] is not None and str(doc["id"]) != req.jsonrpc_id:
+                row["anomalies"].append("jsonrpc_id_mismatch")
+            if "error" in doc or error_event:
+                self._error(doc.get("error", doc))
+                return True
+            if "result" not in doc:
+                row["anomalies"].append(f"jsonrpc_without_result{':' + where if where else ''}")
+                return False
+            result = doc["result"]
+            if req.method == "GetExtendedAgentCard":
+                self._card(result, "extended", ts)
+                return True
+            before = len(walk.sightings)
+            walk_result(result, "result" if event_index is None else f"event[{event_index}].result", walk)
+            self._sightings(walk, before, event_index, ts)
+            return True
+        # REST
+        status = self.ex.status or 0
+        if error_event or status >= 400 or (isinstance(doc, dict) and "error" in doc and len(doc) <= 2):
+            self._error(doc)
+            return _is_a2a_error(doc)
+        if req.method == "GetExtendedAgentCard":
+            self._card(doc, "extended", ts)
+            return isinstance(doc, dict) and ("skills" in doc or "capabilities" in doc)
+        before = len(walk.sightings)
+        kinds = len(walk.event_kinds)
+        walk_result(doc, "body" if event_index is None else f"event[{event_index}]", walk)
+        self._sightings(walk, before, event_index, ts)
+        return len(walk.event_kinds) > kinds or (isinstance(doc, dict) and isinstance(doc.get("tasks"), list))
+
+    def _error(self, err: Any) -> None:
+        row = self.out.exchange
+        fields = _error_fields(err)
+        if row["error_code"] is None and row["error_message"] is None:
+            row.update(fields)
+
+    def _card(self, doc: Any, source: str, ts: float | None) -> None:
+        anomalies: list[str] = []
+        fields = card_fields(doc, anomalies)
+        card_row = {
+            "exchange_id": self.ex.id,
+            "ts": ts,
+            "url": redact_url(self.ex.url),
+            "agent": self.agent,
+            "agent_url": self.req.agent_url,
+            "agent_id": self.agent_id,
+            "source": source,
+            **fields,
+            "anomalies": anomalies,
+        }
+        self.out.agent_cards.append(card_row)
+
+    def _sightings(self, walk: Walk, start: int, event_index: int | None, ts: float | None) -> None:
+        for s in walk.sightings[start:]:
+            self.add(s, "response", event_index, ts)
+
+    def add(self, s: Sighting, direction: str, event_index: int | None, ts: float | None) -> None:
+        anomalies: list[str] = []
+        obj = s.obj
+        is_artifact = s.object_kind == "artifact"
+        role = None if is_artifact else normalise_role(obj.get("role"), anomalies)
+        parts = parts_of(obj)
+        text = text_of(parts)
+        exts = extensions_of(obj, anomalies)
+        present, raw = find_envelope(obj.get("metadata"), exts, anomalies, agent_side=role != "user")
+        env = flatten_envelope(raw, anomalies) if present else empty_envelope()
+        if (
+            not present
+            and self.converse_requested
+            and direction == "response"
+            and role != "user"
+            and ".history[" not in s.location
+            and self.req.method in _MESSAGE_METHODS
+        ):
+            anomalies.append("envelope_missing")
+        ident = obj.get("artifactId") if is_artifact else obj.get("messageId")
+        self.out.messages.append(
+            {
+                "exchange_id": self.ex.id,
+                "seq": len(self.out.messages),
+                "ts": ts,
+                "direction": direction,
+                "event_index": event_index,
+                "event_kind": s.event_kind,
+                "location": s.location,
+                "object_kind": s.object_kind,
+                "agent": self.agent,
+                "agent_url": self.req.agent_url,
+                "agent_id": self.agent_id,
+                "binding": self.req.binding,
+                "dialect": self.req.dialect,
+                "method": self.req.method,
+                "message_id": ident if isinstance(ident, str) and ident else None,
+                "artifact_name": obj.get("name") if is_artifact and isinstance(obj.get("name"), str) else None,
+                "context_id": _id(obj.get("contextId")) or s.context_id,
+                "task_id": _id(obj.get("taskId")) or s.task_id,
+                "role": role,
+                "task_state": s.task_state,
+                "text": self.policy.apply(text),
+                "text_length": None if text is None else len(text),
+                "part_kinds": [part_kind(p) for p in parts],
+                "extensions": exts,
+                "has_envelope": present,
+                **env,
+                "anomalies": anomalies,
+            }
+        )
+        if not isinstance(ident, str) or not ident:
+            anomalies.append("missing:artifactId" if is_artifact else "missing:messageId")
+
+
+def _id(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    return value if isinstance(value, str) else str(value)
+
+
+def _is_a2a_error(doc: Any) -> bool:
+    if not isinstance(doc, dict):
+        return False
+    err = doc.get("error")
+    if not isinstance(err, dict):
+        return False
+    details = err.get("details")
+    return isinstance(details, list) and any(
+        isinstance(d, dict) and d.get("domain") == "a2a-protocol.org" for d in details
+    )

@@ -1,0 +1,37 @@
+"""A small case-insensitive, multi-valued header view that both mitmproxy flows and HAR entries fit into."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class Headers:
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Iterable[tuple[str, str]] = ()) -> None:
+        self._items = [(k.lower(), v) for k, v in items]
+
+    def get(self, name: str) -> str | None:
+        name = name.lower()
+        for k, v in self._items:
+            if k == name:
+                return v
+        return None
+
+    def get_all(self, name: str) -> list[str]:
+        name = name.lower()
+        return [v for k, v in self._items if k == name]
+
+    def names(self) -> list[str]:
+        return [k for k, _ in self._items]
+
+
+def split_uris(values: Iterable[str]) -> list[str]:
+    """Comma-separated extension URIs from one or more header values: stripped, de-duplicated, in order."""
+    seen: dict[str, None] = {}
+    for value in values:
+        for uri in value.split(","):
+            uri = uri.strip()
+            if uri:
+                seen.setdefault(uri, None)
+    return list(seen)

@@ -1,0 +1,200 @@
+"""Walk A2A payloads of either dialect and yield every message-bearing object with its place and task."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .constants import ROLES, TASK_STATE_NUMBERS, TASK_STATES
+
+# v0.3 `kind` discriminators and v1.0 / snake_case wrapper keys -> one event-kind vocabulary
+_KINDS = {"task": "task", "message": "message", "status-update": "statusUpdate", "artifact-update": "artifactUpdate"}
+_WRAPPERS = {
+    "task": "task",
+    "message": "message",
+    "statusUpdate": "statusUpdate",
+    "artifactUpdate": "artifactUpdate",
+    "status_update": "statusUpdate",
+    "artifact_update": "artifactUpdate",
+}
+
+
+@dataclass(slots=True)
+class Sighting:
+    """A message or artifact found at `location`, with the task it belongs to as far as the payload says."""
+
+    location: str
+    object_kind: str  # "message" | "artifact"
+    event_kind: str | None
+    obj: dict[str, Any]
+    task_id: str | None = None
+    context_id: str | None = None
+    task_state: str | None = None
+
+
+@dataclass(slots=True)
+class Walk:
+    sightings: list[Sighting] = field(default_factory=list)
+    task_id: str | None = None
+    context_id: str | None = None
+    task_state: str | None = None
+    event_kinds: list[str] = field(default_factory=list)
+    anomalies: list[str] = field(default_factory=list)
+
+
+def normalise_state(value: Any, anomalies: list[str] | None = None) -> str | None:
+    """Any spelling of a task state -> its v1.0 name; an unknown value is kept verbatim (and noted)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        known = TASK_STATES.get(value)
+        if known is None and anomalies is not None:
+            anomalies.append(f"unknown_enum:task.state={value}")
+        return known or value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return TASK_STATE_NUMBERS.get(value, str(value))
+    if anomalies is not None:
+        anomalies.append(f"wrong_type:task.state={type(value).__name__}")
+    return str(value)
+
+
+def normalise_role(value: Any, anomalies: list[str] | None = None) -> str | None:
+    if value is None:
+        return None
+    role = ROLES.get(value) if isinstance(value, (str, int)) else None
+    if role is None:
+        if anomalies is not None:
+            anomalies.append(f"unknown_enum:message.role={value}")
+        return str(value)
+    return role
+
+
+def _s(value: Any) -> str | None:
+    """Ids are strings on the wire; ProtoJSON defaults ('') mean absent."""
+    if value is None or value == "":
+        return None
+    return value if isinstance(value, str) else str(value)
+
+
+def walk_result(value: Any, location: str, w: Walk) -> None:
+    """Walk one response object (JSON-RPC `result`, REST body, or one SSE event's object)."""
+    if not isinstance(value, dict):
+        w.anomalies.append(f"result_not_object:{location}")
+        return
+    kind = value.get("kind")
+    if isinstance(kind, str) and kind in _KINDS:
+        _walk_kind(_KINDS[kind], value, location, w)
+        return
+    wrapped = [k for k in value if k in _WRAPPERS]
+    if wrapped:
+        if len(wrapped) > 1:
+            w.anomalies.append(f"several_wrapper_keys:{','.join(wrapped)}")
+        for k in wrapped:
+            inner = value[k]
+            if isinstance(inner, dict):
+                _walk_kind(_WRAPPERS[k], inner, f"{location}.{k}", w)
+            else:
+                w.anomalies.append(f"wrong_type:{location}.{k}={type(inner).__name__}")
+        return
+    if "status" in value and "id" in value:  # bare Task (GetTask, CancelTask, SubscribeToTask snapshot)
+        _walk_kind("task", value, location, w)
+    elif "messageId" in value and ("parts" in value or "content" in value or "role" in value):
+        _walk_kind("message", value, location, w)
+    elif isinstance(value.get("tasks"), list):  # ListTasks
+        for i, t in enumerate(value["tasks"]):
+            if isinstance(t, dict):
+                _walk_task(t, f"{location}.tasks[{i}]", w, summarise=False)
+    elif "taskId" in value and "status" in value:  # a bare status update without kind (lenient)
+        _walk_kind("statusUpdate", value, location, w)
+
+
+def _walk_kind(kind: str, obj: dict[str, Any], location: str, w: Walk) -> None:
+    w.event_kinds.append(kind)
+    if kind == "task":
+        _walk_task(obj, location, w, summarise=True)
+    elif kind == "message":
+        task_id, context_id = _s(obj.get("taskId")), _s(obj.get("contextId"))
+        w.sightings.append(Sighting(location, "message", kind, obj, task_id, context_id))
+        _summarise(w, task_id, context_id, None)
+    elif kind == "statusUpdate":
+        task_id, context_id = _s(obj.get("taskId")), _s(obj.get("contextId"))
+        status = obj.get("status")
+        state = None
+        if isinstance(status, dict):
+            state = normalise_state(status.get("state"), w.anomalies)
+            msg = status.get("message")
+            if isinstance(msg, dict):
+                w.sightings.append(
+                    Sighting(f"{location}.status.message", "message", kind, msg, task_id, context_id, state)
+                )
+        _summarise(w, task_id, context_id, state)
+    elif kind == "artifactUpdate":
+        task_id, context_id = _s(obj.get("taskId")), _s(obj.get("contextId"))
+        art = obj.get("artifact")
+        if isinstance(art, dict):
+            w.sightings.append(Sighting(f"{location}.artifact", "artifact", kind, art, task_id, context_id))
+        _summarise(w, task_id, context_id, None)
+
+
+def _walk_task(task: dict[str, Any], location: str, w: Walk, summarise: bool) -> None:
+    task_id, context_id = _s(task.get("id")), _s(task.get("contextId"))
+    status = task.get("status")
+    state = normalise_state(status.get("state"), w.anomalies) if isinstance(status, dict) else None
+    history = task.get("history")
+    if isinstance(history, list):
+        for i, m in enumerate(history):
+            if isinstance(m, dict):
+                w.sightings.append(Sighting(f"{location}.history[{i}]", "message", "task", m, task_id, context_id))
+    artifacts = task.get("artifacts")
+    if isinstance(artifacts, list):
+        for i, a in enumerate(artifacts):
+            if isinstance(a, dict):
+                w.sightings.append(
+                    Sighting(f"{location}.artifacts[{i}]", "artifact", "task", a, task_id, context_id)
+                )
+    if isinstance(status, dict) and isinstance(status.get("message"), dict):
+        w.sightings.append(
+            Sighting(f"{location}.status.message", "message", "task", status["message"], task_id, context_id, state)
+        )
+    if summarise:
+        _summarise(w, task_id, context_id, state)
+
+
+def _summarise(w: Walk, task_id: str | None, context_id: str | None, state: str | None) -> None:
+    w.task_id = task_id or w.task_id
+    w.context_id = context_id or w.context_id
+    w.task_state = state or w.task_state
+
+
+def part_kind(part: Any) -> str:
+    if not isinstance(part, dict):
+        return f"invalid:{type(part).__name__}"
+    kind = part.get("kind")
+    if isinstance(kind, str):  # v0.3
+        return kind
+    for key, name in (("text", "text"), ("data", "data"), ("raw", "file"), ("url", "file"), ("file", "file")):
+        if key in part:
+            return name
+    return "unknown"
+
+
+def parts_of(obj: dict[str, Any]) -> list[Any]:
+    parts = obj.get("parts")
+    if parts is None:
+        parts = obj.get("content")  # v0.3 REST
+    return parts if isinstance(parts, list) else []
+
+
+def text_of(parts: list[Any]) -> str | None:
+    texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    return "\n".join(texts) if texts else None
+
+
+def extensions_of(obj: dict[str, Any], anomalies: list[str]) -> list[str]:
+    ext = obj.get("extensions")
+    if ext is None:
+        return []
+    if not isinstance(ext, list):
+        anomalies.append(f"wrong_type:extensions={type(ext).__name__}")
+        return []
+    return [e for e in ext if isinstance(e, str)]

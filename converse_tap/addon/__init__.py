@@ -1,0 +1,1 @@
+"""mitmproxy glue: the ConverseTap addon, its stream tap, and flow conversion."""

@@ -1,0 +1,216 @@
+"""ConverseTap: records A2A exchanges and their converse envelopes into a Parquet dataset."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from mitmproxy import ctx, exceptions, http
+
+from ..a2a.classify import A2ARequest, classify
+from ..a2a.extract import extract
+from ..a2a.headers import Headers
+from ..a2a.redact import TEXT_POLICIES, TextPolicy
+from ..store.files import check_writable, dataset_salt
+from ..store.writer import DatasetWriter, recover
+from .flows import exchange_from_flow
+from .stream_tap import SseTap
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Pending:
+    req: A2ARequest
+    tap: SseTap | None = None
+
+
+class ConverseTap:
+    def __init__(self) -> None:
+        self.writer: DatasetWriter | None = None
+        self.policy = TextPolicy()
+        self.max_body = 16 * 1024 * 1024
+        self.counters: Counter[str] = Counter()
+        self._pending: dict[str, _Pending] = {}
+        self._failures_logged: set[str] = set()
+
+    def load(self, loader):  # type: ignore[no-untyped-def]
+        loader.add_option(
+            "converse_tap_dir", str, "converse-tap-data", "Directory of the Parquet dataset converse-tap writes."
+        )
+        loader.add_option(
+            "converse_tap_text",
+            str,
+            "keep",
+            "Message text policy: keep it, hash it (salted SHA-256, per dataset) or drop it.",
+            choices=list(TEXT_POLICIES),
+        )
+        loader.add_option(
+            "converse_tap_flush_interval",
+            float,
+            1.0,
+            "Seconds between journal flushes: at most this much is lost if the proxy is killed.",
+        )
+        loader.add_option(
+            "converse_tap_max_body",
+            int,
+            16 * 1024 * 1024,
+            "Bodies and SSE events larger than this many bytes pass through untouched but are not parsed.",
+        )
+        loader.add_option(
+            "converse_tap_rollover_rows",
+            int,
+            250_000,
+            "Journal rows that trigger a roll-over into a Parquet file.",
+        )
+        loader.add_option(
+            "converse_tap_rollover_seconds",
+            float,
+            300.0,
+            "Seconds after which journaled rows are rolled into a Parquet file.",
+        )
+
+    def configure(self, updated: set[str]) -> None:
+        opts = ctx.options
+        if "converse_tap_flush_interval" in updated and not opts.converse_tap_flush_interval > 0:
+            raise exceptions.OptionsError("converse_tap_flush_interval must be a positive number of seconds")
+        if "converse_tap_max_body" in updated and opts.converse_tap_max_body < 1024:
+            raise exceptions.OptionsError("converse_tap_max_body must be at least 1024 bytes")
+        if "converse_tap_rollover_rows" in updated and opts.converse_tap_rollover_rows < 1:
+            raise exceptions.OptionsError("converse_tap_rollover_rows must be at least 1")
+        if "converse_tap_rollover_seconds" in updated and not opts.converse_tap_rollover_seconds > 0:
+            raise exceptions.OptionsError("converse_tap_rollover_seconds must be positive")
+        self.max_body = opts.converse_tap_max_body
+        keys = {"converse_tap_dir", "converse_tap_text", "converse_tap_flush_interval"}
+        keys |= {"converse_tap_rollover_rows", "converse_tap_rollover_seconds"}
+        if self.writer is None or updated & keys:
+            self._open(Path(opts.converse_tap_dir))
+
+    def _open(self, root: Path) -> None:
+        opts = ctx.options
+        try:
+            check_writable(root)
+            salt = dataset_salt(root) if opts.converse_tap_text == "hash" else b""
+            recovered = recover(root)
+        except OSError as e:
+            raise exceptions.OptionsError(
+                f"converse-tap cannot write its dataset to {root}: {e}. "
+                "Choose another directory with --set converse_tap_dir=DIR."
+            ) from e
+        if any(recovered.values()):
+            log.info("converse-tap: recovered journals left by an earlier run: %s", recovered)
+        if self.writer is not None:
+            self.writer.close()
+        self.policy = TextPolicy(opts.converse_tap_text, salt)
+        self.writer = DatasetWriter(
+            root,
+            flush_interval=opts.converse_tap_flush_interval,
+            rollover_rows=opts.converse_tap_rollover_rows,
+            rollover_seconds=opts.converse_tap_rollover_seconds,
+        )
+        self.writer.start()
+        log.info("converse-tap: recording A2A traffic into %s (text: %s)", root, self.policy.mode)
+
+    # -- hooks: short, and never raising into mitmproxy -----------------------------------------------------
+    def request(self, flow: http.HTTPFlow) -> None:
+        try:
+            self._request(flow)
+        except Exception:
+            self._failed("request", flow)
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        try:
+            self._responseheaders(flow)
+        except Exception:
+            self._failed("responseheaders", flow)
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        try:
+            self._finish(flow)
+        except Exception:
+            self._failed("response", flow)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        try:
+            self._finish(flow)
+        except Exception:
+            self._failed("error", flow)
+
+    def done(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            s = self.writer.stats
+            log.info(
+                "converse-tap: %d A2A exchanges, rows written %s, %d dropped, %d extraction failures, "
+                "%d hook failures",
+                s.exchanges,
+                s.rows_written,
+                s.rows_dropped,
+                s.extract_failures,
+                self.counters["hook_failures"],
+            )
+            self.writer = None
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+    def _request(self, flow: http.HTTPFlow) -> None:
+        req = flow.request
+        raw = req.raw_content
+        body = None
+        if raw is not None and len(raw) <= self.max_body:
+            try:
+                body = req.get_content(strict=True)
+            except ValueError:
+                body = None
+        a2a = classify(req.method, req.url, _headers(req), body)
+        if a2a is None and raw is not None and len(raw) > self.max_body:
+            a2a = classify(req.method, req.url, _headers(req), None)
+        if a2a is not None:
+            self._pending[flow.id] = _Pending(a2a)
+            self.counters["a2a_requests"] += 1
+
+    def _responseheaders(self, flow: http.HTTPFlow) -> None:
+        pending = self._pending.get(flow.id)
+        if pending is None or flow.response is None or flow.response.stream:
+            return
+        ctype = flow.response.headers.get("content-type", "").lower()
+        if ctype.startswith("text/event-stream"):
+            try:
+                tap = SseTap(self.max_body, flow.response.headers.get("content-encoding", ""))
+            except ValueError as e:
+                pending.req.anomalies.append(f"sse_not_parsed:{e}")
+                flow.response.stream = True
+                return
+            pending.tap = tap
+            flow.response.stream = tap
+
+    def _finish(self, flow: http.HTTPFlow) -> None:
+        pending = self._pending.pop(flow.id, None)
+        if pending is None or self.writer is None:
+            return
+        tap = pending.tap
+        extra = [f"sse_parse_failed:{tap.failed}"] if tap is not None and tap.failed else None
+        ex = exchange_from_flow(
+            flow,
+            sse_events=tap.events if tap else None,
+            sse_comments=tap.comments if tap else 0,
+            streamed_bytes=tap.bytes if tap else None,
+            max_body=self.max_body,
+            extra_anomalies=extra,
+        )
+        self.writer.submit(partial(extract, ex, self.policy, pending.req))
+
+    def _failed(self, hook: str, flow: http.HTTPFlow) -> None:
+        self.counters["hook_failures"] += 1
+        if hook not in self._failures_logged:
+            self._failures_logged.add(hook)
+            log.exception("converse-tap: %s hook failed on %s (logged once per hook); traffic is unaffected",
+                          hook, flow.request.pretty_url)
+        if hook in ("response", "error"):
+            self._pending.pop(flow.id, None)
+
+
+def _headers(req: http.Request) -> Headers:
+    return Headers(req.headers.items(multi=True))

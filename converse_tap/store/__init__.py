@@ -1,0 +1,1 @@
+"""The dataset: Arrow schemas, the journaled Parquet writer, recovery, and the reader."""

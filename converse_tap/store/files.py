@@ -1,0 +1,121 @@
+"""File-level helpers for the dataset directory: owner-only permissions, atomic Parquet files, journals."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .schema import PARTITION_TS, TABLES, with_version
+
+JOURNAL_DIR = "_journal"
+SALT_FILE = "_salt"
+
+
+def make_dir(path: Path) -> None:
+    """mkdir -p with owner-only permissions on every directory this creates."""
+    missing = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        os.chmod(d, 0o700)
+
+
+def check_writable(root: Path) -> None:
+    """Raise OSError with a plain message when `root` cannot hold a dataset."""
+    if root.exists() and not root.is_dir():
+        raise NotADirectoryError(f"{root} exists and is not a directory")
+    make_dir(root)
+    probe = root / f".probe-{os.getpid()}-{secrets.token_hex(4)}"
+    fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.close(fd)
+    probe.unlink()
+
+
+def dataset_salt(root: Path) -> bytes:
+    """The per-dataset salt of the hash text policy, created once (owner-only) and shared by all writers."""
+    path = root / SALT_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        for _ in range(50):  # another writer may be between create and write
+            data = path.read_bytes()
+            if data:
+                return data
+            time.sleep(0.01)
+        raise OSError(f"{path} is empty; delete it to start a new salt") from None
+    salt = secrets.token_hex(16).encode()
+    with os.fdopen(fd, "wb") as f:
+        f.write(salt)
+        f.flush()
+        os.fsync(f.fileno())
+    return salt
+
+
+def writer_id() -> str:
+    host = "".join(c if c.isalnum() else "-" for c in socket.gethostname())[:24] or "host"
+    return f"{host}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def write_parquet(root: Path, table_name: str, table: pa.Table, stem: str) -> list[Path]:
+    """Write `table` into date partitions, each file under a dot-name first and renamed when complete."""
+    if table.num_rows == 0:
+        return []
+    schema = with_version(TABLES[table_name])
+    table = table.cast(TABLES[table_name]).replace_schema_metadata(schema.metadata)
+    ts = table[PARTITION_TS[table_name]]
+    dates = pc.fill_null(pc.strftime(ts, format="%Y-%m-%d"), time.strftime("%Y-%m-%d", time.gmtime()))
+    written = []
+    for date in pc.unique(dates).to_pylist():
+        part = table.filter(pc.equal(dates, date))
+        folder = root / table_name / f"date={date}"
+        make_dir(folder)
+        final = folder / f"part-{stem}.parquet"
+        tmp = folder / f".part-{stem}.parquet.tmp"
+        pq.write_table(
+            part,
+            tmp,
+            compression="zstd",
+            row_group_size=1_000_000,
+            use_dictionary=True,
+            write_statistics=True,
+        )
+        os.chmod(tmp, 0o600)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+        written.append(final)
+    return written
+
+
+def read_journal(path: Path) -> tuple[pa.Table | None, bool]:
+    """Every complete batch of an Arrow IPC stream journal; the flag says whether a torn tail was cut off."""
+    batches: list[pa.RecordBatch] = []
+    torn = False
+    try:
+        with pa.OSFile(str(path), "rb") as f:
+            reader = pa.ipc.open_stream(f)
+            schema = reader.schema
+            while True:
+                try:
+                    batches.append(reader.read_next_batch())
+                except StopIteration:
+                    break
+                except (pa.ArrowInvalid, OSError):
+                    torn = True
+                    break
+    except (pa.ArrowInvalid, OSError):  # not even a schema: a journal that died at birth
+        return None, True
+    return pa.Table.from_batches(batches, schema=schema), torn

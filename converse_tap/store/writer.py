@@ -1,0 +1,310 @@
+"""Dataset writer: rows are journaled off the event loop every flush interval and rolled into Parquet."""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import queue
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from ..a2a.extract import Extraction
+from .files import JOURNAL_DIR, make_dir, read_journal, write_parquet, writer_id
+from .schema import TABLES
+
+log = logging.getLogger(__name__)
+
+_TS_COLUMNS = {name: [f.name for f in s if pa.types.is_timestamp(f.type)] for name, s in TABLES.items()}
+_STOP = object()
+Job = Callable[[], Extraction | None]
+
+
+def _to_micros(rows: list[dict[str, Any]], columns: list[str]) -> None:
+    for r in rows:
+        for c in columns:
+            v = r.get(c)
+            if isinstance(v, float):
+                r[c] = int(v * 1_000_000)
+
+
+@dataclass
+class WriterStats:
+    exchanges: int = 0
+    rows_written: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TABLES, 0))
+    rows_dropped: int = 0
+    extract_failures: int = 0
+    files: int = 0
+
+
+class _Journal:
+    """One table's append-only Arrow IPC stream, fsync'd on every flush."""
+
+    def __init__(self, path: Path, schema: pa.Schema) -> None:
+        self.path = path
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        self.file = os.fdopen(fd, "wb")
+        self.writer = pa.ipc.new_stream(self.file, schema)
+        self.rows = 0
+
+    def append(self, batch: pa.RecordBatch) -> None:
+        self.writer.write_batch(batch)
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        self.rows += batch.num_rows
+
+    def close(self) -> None:
+        try:
+            self.writer.close()
+        finally:
+            self.file.close()
+
+
+class DatasetWriter:
+    """Owns one journal directory in `root/_journal/<id>/`, locked for as long as this writer lives.
+
+    `submit` is safe from any thread and never blocks. The worker thread runs the extraction jobs, appends
+    their rows to the journals at least every `flush_interval` seconds, and rolls the journals into Parquet
+    every `rollover_rows` rows or `rollover_seconds`. When the disk fails, rows wait in memory (at most
+    `max_pending_rows`; beyond that they are counted as dropped) and are retried every flush interval.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        flush_interval: float = 1.0,
+        rollover_rows: int = 250_000,
+        rollover_seconds: float = 300.0,
+        max_pending_rows: int = 500_000,
+        on_rows: Callable[[Extraction], None] | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.flush_interval = flush_interval
+        self.rollover_rows = rollover_rows
+        self.rollover_seconds = rollover_seconds
+        self.max_pending_rows = max_pending_rows
+        self.on_rows = on_rows
+        self.id = writer_id()
+        self.dir = self.root / JOURNAL_DIR / self.id
+        self.stats = WriterStats()
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._pending: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
+        self._journals: dict[str, _Journal] = {}
+        self._journal_files: dict[str, list[Path]] = {t: [] for t in TABLES}  # written since the last rollover
+        self._opened = 0
+        self._rolled = 0
+        self._last_roll = time.monotonic()
+        self._failing = False
+        self._lock_fd: int | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def start(self) -> None:
+        make_dir(self.dir)
+        self._lock_fd = os.open(self.dir / "lock", os.O_WRONLY | os.O_CREAT, 0o600)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        self._thread = threading.Thread(target=self._run, name=f"converse-tap-writer-{self.id}", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Job | Extraction) -> None:
+        self._queue.put(job)
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Block until everything submitted so far is journaled (for tests and `done`)."""
+        done = threading.Event()
+        self._queue.put(done)
+        done.wait(timeout)
+
+    def close(self) -> None:
+        """Drain the queue, roll everything into Parquet, remove the journal directory."""
+        if self._thread is None:
+            return
+        self._queue.put(_STOP)
+        self._thread.join()
+        self._thread = None
+        if any(self._pending.values()):
+            log.error(
+                "converse-tap: %d rows could not be written to %s and are lost",
+                sum(map(len, self._pending.values())),
+                self.root,
+            )
+            self.stats.rows_dropped += sum(map(len, self._pending.values()))
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+        if not any(self._pending.values()):
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # -- worker ------------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        next_flush = time.monotonic() + self.flush_interval
+        while True:
+            timeout = max(0.0, next_flush - time.monotonic())
+            try:
+                item = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                item = None
+            if item is _STOP:
+                self._flush()
+                self._rollover()
+                return
+            if isinstance(item, threading.Event):
+                self._flush()
+                item.set()
+            elif item is not None:
+                self._take(item)
+            if time.monotonic() >= next_flush:
+                self._flush()
+                next_flush = time.monotonic() + self.flush_interval
+                if self._rollover_due():
+                    self._rollover()
+
+    def _take(self, item: Job | Extraction) -> None:
+        try:
+            ext = item() if callable(item) else item
+        except Exception:  # a bug in extraction must cost one exchange, never the writer
+            self.stats.extract_failures += 1
+            if self.stats.extract_failures == 1:
+                log.exception("converse-tap: extraction failed; the exchange is skipped (logged once)")
+            return
+        if ext is None:
+            return
+        self.stats.exchanges += 1
+        self._pending["exchanges"].append(ext.exchange)
+        self._pending["messages"].extend(ext.messages)
+        self._pending["agent_cards"].extend(ext.agent_cards)
+        if self.on_rows is not None:
+            try:
+                self.on_rows(ext)
+            except Exception:
+                log.exception("converse-tap: row callback failed")
+        pending = sum(map(len, self._pending.values()))
+        if pending > self.max_pending_rows:
+            # only reachable while the disk fails: keep the newest rows, count what goes
+            for rows in self._pending.values():
+                over = len(rows) - self.max_pending_rows // len(TABLES)
+                if over > 0:
+                    del rows[:over]
+                    self.stats.rows_dropped += over
+
+    def _flush(self) -> None:
+        for table, rows in self._pending.items():
+            if not rows:
+                continue
+            try:
+                _to_micros(rows, _TS_COLUMNS[table])
+                batch = pa.RecordBatch.from_pylist(rows, schema=TABLES[table])
+                journal = self._journals.get(table)
+                if journal is None:
+                    make_dir(self.dir)
+                    self._opened += 1
+                    path = self.dir / f"{table}-{self._opened:06d}.arrows"
+                    journal = self._journals[table] = _Journal(path, TABLES[table])
+                    self._journal_files[table].append(path)
+                journal.append(batch)
+            except OSError as e:
+                if not self._failing:
+                    log.error(
+                        "converse-tap: cannot write to %s (%s); traffic is unaffected, %d rows are held in "
+                        "memory and retried every %.1fs",
+                        self.dir,
+                        e,
+                        sum(map(len, self._pending.values())),
+                        self.flush_interval,
+                    )
+                self._failing = True
+                broken = self._journals.pop(table, None)
+                if broken is not None:
+                    try:
+                        broken.close()
+                    except OSError:
+                        pass
+                return
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+                log.exception("converse-tap: %d %s rows do not fit the schema and are dropped", len(rows), table)
+                self.stats.rows_dropped += len(rows)
+                rows.clear()
+                continue
+            self.stats.rows_written[table] += len(rows)
+            rows.clear()
+        if self._failing and not any(self._pending.values()):
+            log.warning("converse-tap: writing to %s works again; held rows are saved", self.dir)
+            self._failing = False
+
+    def _rollover_due(self) -> bool:
+        rows = sum(j.rows for j in self._journals.values())
+        return rows >= self.rollover_rows or (rows > 0 and time.monotonic() - self._last_roll >= self.rollover_seconds)
+
+    def _rollover(self) -> None:
+        journals, self._journals = self._journals, {}
+        for journal in journals.values():
+            try:
+                journal.close()
+            except OSError:
+                pass
+        for table, paths in self._journal_files.items():
+            if not paths:
+                continue
+            try:
+                data = _read_all(paths)
+                if data is not None:
+                    stem = f"{int(time.time() * 1000)}-{self.id}-{self._rolled}"
+                    self.stats.files += len(write_parquet(self.root, table, data, stem))
+                for path in paths:
+                    path.unlink(missing_ok=True)
+                paths.clear()
+            except OSError as e:  # the journals stay, and recovery will pick them up
+                log.error("converse-tap: cannot roll %s journals into Parquet (%s); they will be recovered", table, e)
+        self._rolled += 1
+        self._last_roll = time.monotonic()
+
+
+def recover(root: Path) -> dict[str, int]:
+    """Roll journals left by writers that died into Parquet. Journals of live writers are left alone."""
+    recovered = dict.fromkeys(TABLES, 0)
+    base = Path(root) / JOURNAL_DIR
+    if not base.is_dir():
+        return recovered
+    for d in sorted(base.iterdir()):
+        if not d.is_dir():
+            continue
+        lock = d / "lock"
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT, 0o600)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # its writer is alive
+            for table in TABLES:
+                paths = sorted(d.glob(f"{table}-*.arrows"))
+                data = _read_all(paths)
+                if data is not None and data.num_rows:
+                    write_parquet(Path(root), table, data, f"{int(time.time() * 1000)}-{d.name}-recovered")
+                    recovered[table] += data.num_rows
+                for path in paths:
+                    path.unlink()
+            shutil.rmtree(d, ignore_errors=True)
+        finally:
+            os.close(fd)
+    return recovered
+
+
+def _read_all(paths: list[Path]) -> pa.Table | None:
+    tables = []
+    for path in paths:
+        data, torn = read_journal(path)
+        if torn:
+            log.warning("converse-tap: %s ends mid-batch; its complete batches are kept", path)
+        if data is not None:
+            tables.append(data)
+    return pa.concat_tables(tables) if tables else None
