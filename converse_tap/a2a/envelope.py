@@ -86,7 +86,7 @@ def _str(env: dict[str, Any], key: str, where: str, anomalies: list[str]) -> str
 
 def _enum(env: dict[str, Any], key: str, where: str, allowed: frozenset[str], anomalies: list[str]) -> str | None:
     value = _str(env, key, where, anomalies)
-    if value is not None and value not in allowed:
+    if value is not None and value not in allowed and isinstance(env.get(key), str):
         anomalies.append(f"unknown_enum:{where}{key}={value}")
     return value
 

@@ -24,7 +24,19 @@ class SseParser:
     `max_event_bytes` are dispatched with `oversize=True` and empty data instead of being held in memory.
     """
 
-    __slots__ = ("_buf", "_data", "_data_bytes", "_event", "_id", "_oversize", "_started", "comments", "max_event_bytes")
+    __slots__ = (
+        "_buf",
+        "_data",
+        "_data_bytes",
+        "_event",
+        "_id",
+        "_oversize",
+        "_skip_is_data",
+        "_skipping",
+        "_started",
+        "comments",
+        "max_event_bytes",
+    )
 
     def __init__(self, max_event_bytes: int = 16 * 1024 * 1024) -> None:
         self.max_event_bytes = max_event_bytes
@@ -35,6 +47,8 @@ class SseParser:
         self._event: str | None = None
         self._id: str | None = None
         self._oversize = False
+        self._skipping = False  # inside a line too long to hold, whose start was dropped
+        self._skip_is_data = False
         self._started = False
 
     def feed(self, chunk: bytes, received: float | None = None) -> list[SseEvent]:
@@ -54,15 +68,23 @@ class SseParser:
         if lines and not lines[-1].endswith((b"\n", b"\r")):
             rest = lines.pop()
         self._buf = rest + hold
-        if len(self._buf) > self.max_event_bytes:
-            # one enormous line with no end yet: forget it but remember the event is oversize
-            self._buf = b""
-            self._oversize = True
         events: list[SseEvent] = []
         for raw in lines:
+            if self._skipping:  # the end of the dropped line
+                self._skipping = False
+                continue
             ev = self._line(raw.rstrip(b"\r\n"), received)
             if ev is not None:
                 events.append(ev)
+        if len(self._buf) > self.max_event_bytes:
+            # one enormous line with no end yet: drop it, remember the event is oversize
+            if not self._skipping:
+                self._skip_is_data = self._buf.startswith(b"data")
+            self._skipping = True
+            self._oversize = True
+            if self._skip_is_data:
+                self._data_bytes += len(self._buf)
+            self._buf = b""
         return events
 
     def close(self, received: float | None = None) -> list[SseEvent]:

@@ -77,6 +77,10 @@ class ConverseTap:
         opts = ctx.options
         if "converse_tap_flush_interval" in updated and not opts.converse_tap_flush_interval > 0:
             raise exceptions.OptionsError("converse_tap_flush_interval must be a positive number of seconds")
+        if opts.converse_tap_text not in TEXT_POLICIES:
+            raise exceptions.OptionsError(
+                f"converse_tap_text must be one of {', '.join(TEXT_POLICIES)}, not {opts.converse_tap_text!r}"
+            )
         if "converse_tap_max_body" in updated and opts.converse_tap_max_body < 1024:
             raise exceptions.OptionsError("converse_tap_max_body must be at least 1024 bytes")
         if "converse_tap_rollover_rows" in updated and opts.converse_tap_rollover_rows < 1:

@@ -156,15 +156,18 @@ class DatasetWriter:
                 self._rollover()
                 return
             if isinstance(item, threading.Event):
-                self._flush()
+                self._flush_and_roll()
                 item.set()
             elif item is not None:
                 self._take(item)
             if time.monotonic() >= next_flush:
-                self._flush()
+                self._flush_and_roll()
                 next_flush = time.monotonic() + self.flush_interval
-                if self._rollover_due():
-                    self._rollover()
+
+    def _flush_and_roll(self) -> None:
+        self._flush()
+        if self._rollover_due():
+            self._rollover()
 
     def _take(self, item: Job | Extraction) -> None:
         try:

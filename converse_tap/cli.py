@@ -1,0 +1,134 @@
+"""The converse-tap command line: a thin layer over the library."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .a2a.redact import TEXT_POLICIES, TextPolicy
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="converse-tap")
+def cli() -> None:
+    """Record A2A agent traffic through mitmproxy and report on the converse extension envelope.
+
+    \b
+    Record:   converse-tap record --out data/      (or mitmdump -s "$(converse-tap addon-path)")
+    Import:   converse-tap ingest flows.mitm session.har --out data/
+    Report:   converse-tap report data/
+    """
+
+
+@cli.command("addon-path")
+def addon_path() -> None:
+    """Print the path of the addon script for `mitmdump -s` / `mitmweb -s`.
+
+    \b
+    Example:
+        mitmdump -s "$(converse-tap addon-path)" --set converse_tap_dir=data/
+    """
+    from .addon import mitmdump_script
+
+    click.echo(Path(mitmdump_script.__file__).resolve())
+
+
+@cli.command()
+@click.option("--out", "out", default="converse-tap-data", show_default=True, help="Dataset directory.")
+@click.option("--listen-host", default="127.0.0.1", show_default=True, help="Address the proxy listens on.")
+@click.option("--listen-port", default=8080, show_default=True, type=int, help="Port (0 picks a free one).")
+@click.option(
+    "--mode",
+    "modes",
+    multiple=True,
+    help="mitmproxy mode, e.g. regular (default) or reverse:http://127.0.0.1:9999 in front of one agent.",
+)
+@click.option("--text", type=click.Choice(TEXT_POLICIES), default="keep", show_default=True, help="Message text policy.")
+@click.option("--flush-interval", type=float, default=1.0, show_default=True, help="Seconds between journal flushes.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any mitmproxy option (repeatable).")
+def record(
+    out: str,
+    listen_host: str,
+    listen_port: int,
+    modes: tuple[str, ...],
+    text: str,
+    flush_interval: float,
+    sets: tuple[str, ...],
+) -> None:
+    """Run a recording proxy: A2A traffic through it lands in a Parquet dataset.
+
+    \b
+    Example:
+        converse-tap record --out data/ --listen-port 8080
+        HTTPS_PROXY=http://127.0.0.1:8080 my-a2a-client ...
+    Stop with Ctrl-C; everything recorded is flushed to Parquet.
+    """
+    from mitmproxy import exceptions
+
+    from .record import run_proxy
+
+    settings = {
+        "converse_tap_dir": out,
+        "converse_tap_text": text,
+        "converse_tap_flush_interval": flush_interval,
+        "listen_host": listen_host,
+        "listen_port": listen_port,
+    }
+    if modes:
+        settings["mode"] = list(modes)
+    try:
+        asyncio.run(run_proxy(settings, list(sets)))
+    except exceptions.OptionsError as e:
+        raise click.ClickException(str(e)) from e
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Dataset directory.")
+@click.option("--text", type=click.Choice(TEXT_POLICIES), default="keep", show_default=True, help="Message text policy.")
+def ingest(files: tuple[Path, ...], out: Path, text: str) -> None:
+    """Import mitmproxy flow files (mitmdump -w) and HAR files into a dataset.
+
+    \b
+    Example:
+        converse-tap ingest capture.mitm browser.har --out data/
+    A damaged file is reported with its position; what came before the damage is kept.
+    """
+    from .ingest import ingest as run_ingest
+    from .store.files import check_writable, dataset_salt
+
+    try:
+        check_writable(out)
+        policy = TextPolicy(text, dataset_salt(out) if text == "hash" else b"")
+    except OSError as e:
+        raise click.ClickException(f"cannot write the dataset to {out}: {e}") from e
+    result = run_ingest(list(files), out, policy)
+    click.echo(
+        f"ingested {result.flows} flows from {result.files} file(s): {result.exchanges} A2A exchanges into {out}",
+        err=True,
+    )
+    for err in result.errors:
+        click.echo(f"Error: {err}", err=True)
+    if result.errors:
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def recover(dataset: Path) -> None:
+    """Roll journals left by a proxy that died into Parquet files.
+
+    The proxy does this itself when it starts again; this command is for datasets you only read.
+    """
+    from .store.writer import recover as run_recover
+
+    counts = run_recover(dataset)
+    click.echo(", ".join(f"{n} {table} rows" for table, n in counts.items()) + " recovered", err=True)
+
+
+def main() -> None:
+    cli()

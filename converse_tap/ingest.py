@@ -1,0 +1,119 @@
+"""Offline ingest: mitmproxy flow files and HAR files through the same extractor, into the same dataset."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from mitmproxy import exceptions, http, io
+from mitmproxy.io import har
+
+from .a2a.extract import extract
+from .a2a.redact import TextPolicy
+from .addon.flows import DEFAULT_MAX_BODY, exchange_from_flow
+from .store.writer import DatasetWriter
+
+
+class IngestError(Exception):
+    """A capture file that cannot be read to its end. Everything before `position` was kept."""
+
+    def __init__(self, path: Path, position: str, reason: str) -> None:
+        super().__init__(f"{path}: {position}: {reason}")
+        self.path, self.position, self.reason = path, position, reason
+
+
+@dataclass
+class IngestResult:
+    files: int = 0
+    flows: int = 0
+    exchanges: int = 0
+    errors: list[IngestError] = field(default_factory=list)
+
+
+def _is_har(path: Path) -> bool:
+    with open(path, "rb") as f:
+        head = f.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
+    return head.startswith(b"{")
+
+
+def read_flow_file(path: Path) -> Iterator[http.HTTPFlow]:
+    """HTTP flows of a `mitmdump -w` file; a damaged file raises IngestError after the flows before it."""
+    with open(path, "rb") as f:
+        reader = io.FlowReader(f)
+        count, offset = 0, 0
+        try:
+            for flow in reader.stream():
+                count += 1
+                offset = f.tell()
+                if isinstance(flow, http.HTTPFlow):
+                    yield flow
+        except exceptions.FlowReadException as e:
+            raise IngestError(path, f"byte {offset} (after flow {count})", f"{e}; the file looks truncated or corrupt") from e
+        except (ValueError, TypeError, KeyError) as e:  # tnetstring surprises on damaged input
+            raise IngestError(path, f"byte {offset} (after flow {count})", f"unreadable flow: {e}") from e
+
+
+def read_har(path: Path) -> Iterator[http.HTTPFlow]:
+    try:
+        doc = json.loads(path.read_bytes().decode("utf-8-sig"))
+    except UnicodeDecodeError as e:
+        raise IngestError(path, f"byte {e.start}", "not UTF-8 text, so not a HAR file") from e
+    except json.JSONDecodeError as e:
+        raise IngestError(path, f"line {e.lineno} column {e.colno}", f"invalid JSON ({e.msg})") from e
+    entries = doc.get("log", {}).get("entries") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        raise IngestError(path, "log.entries", "missing; this is not a HAR file")
+    for i, entry in enumerate(entries):
+        try:
+            flow = har.request_to_flow(entry)
+            _har_times(flow, entry)
+        except Exception as e:  # the library raises whatever the malformed entry provokes
+            raise IngestError(path, f"log.entries[{i}]", f"malformed entry ({type(e).__name__}: {e})") from e
+        yield flow
+
+
+def _har_times(flow: http.HTTPFlow, entry: dict[str, Any]) -> None:
+    start = datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00")).timestamp()
+    timings = entry.get("timings") or {}
+    before = sum(max(0.0, float(timings.get(k) or 0)) for k in ("blocked", "dns", "connect", "send", "wait"))
+    flow.request.timestamp_start = start
+    flow.request.timestamp_end = start
+    if flow.response is not None:
+        flow.response.timestamp_start = start + before / 1000.0
+        flow.response.timestamp_end = start + float(entry.get("time") or 0) / 1000.0
+
+
+def ingest(
+    paths: list[Path],
+    out: Path,
+    policy: TextPolicy,
+    max_body: int = DEFAULT_MAX_BODY,
+    progress: Callable[[Path, int], None] | None = None,
+) -> IngestResult:
+    """Extract every file into `out`. A damaged file is reported and the rest still ingested."""
+    result = IngestResult()
+    writer = DatasetWriter(out, flush_interval=5.0, rollover_rows=1_000_000, rollover_seconds=3600)
+    writer.start()
+    try:
+        for path in paths:
+            result.files += 1
+            flows = read_har(path) if _is_har(path) else read_flow_file(path)
+            try:
+                for flow in flows:
+                    result.flows += 1
+                    ex = exchange_from_flow(flow, max_body=max_body, source="ingest")
+                    extraction = extract(ex, policy)
+                    if extraction is not None:
+                        result.exchanges += 1
+                        writer.submit(extraction)
+                    if progress is not None and result.flows % 1000 == 0:
+                        progress(path, result.flows)
+            except IngestError as e:
+                result.errors.append(e)
+    finally:
+        writer.close()
+    return result

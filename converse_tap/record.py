@@ -1,0 +1,29 @@
+"""`converse-tap record`: mitmproxy with the ConverseTap addon, in this process."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Any
+
+from mitmproxy import exceptions, options
+from mitmproxy.tools.dump import DumpMaster
+
+from .addon.tap import ConverseTap
+
+
+async def run_proxy(settings: dict[str, Any], sets: list[str]) -> None:
+    """Run until SIGINT/SIGTERM. Raises mitmproxy's OptionsError for a bad setting, before any traffic."""
+    opts = options.Options()
+    master = DumpMaster(opts, with_termlog=True, with_dumper=False)
+    # deferred: applied the moment the addon below declares its options, so it configures once, correctly
+    opts.update_defer(**settings)
+    opts.set(*sets, defer=True)
+    master.addons.add(ConverseTap())
+    unknown = sorted(opts.deferred)
+    if unknown:
+        raise exceptions.OptionsError(f"unknown option(s): {', '.join(unknown)}")
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, master.shutdown)
+    await master.run()

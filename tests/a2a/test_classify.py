@@ -1,0 +1,70 @@
+import pytest
+
+from converse_tap.a2a.classify import classify
+from converse_tap.a2a.headers import Headers
+from tests.factories import jsonrpc_request
+
+V1 = Headers([("A2A-Version", "1.0")])
+NONE = Headers()
+
+
+@pytest.mark.parametrize(
+    ("verb", "url", "headers", "body", "expected"),
+    [
+        ("POST", "http://h/a2a", V1, jsonrpc_request("SendMessage"), ("jsonrpc", "SendMessage", "v1.0", "http://h/a2a")),
+        ("POST", "http://h/", NONE, jsonrpc_request("message/stream"), ("jsonrpc", "SendStreamingMessage", "v0.3", "http://h/")),
+        ("POST", "http://h/x", NONE, jsonrpc_request("tasks/resubscribe", {"id": "t"}), ("jsonrpc", "SubscribeToTask", "v0.3", "http://h/x")),
+        ("POST", "http://h/x", NONE, jsonrpc_request("agent/getAuthenticatedExtendedCard", {}), ("jsonrpc", "GetExtendedAgentCard", "v0.3", "http://h/x")),
+        ("POST", "http://h/a2a/rest/message:send", V1, b"{}", ("rest", "SendMessage", "v1.0", "http://h/a2a/rest")),
+        ("POST", "http://h/tenant-7/message:stream", V1, b"{}", ("rest", "SendStreamingMessage", "v1.0", "http://h/tenant-7")),
+        ("POST", "http://h/v1/message:send", NONE, b'{"message":{"content":[]}}', ("rest", "SendMessage", "v0.3", "http://h")),
+        ("POST", "http://h/v1/message:send", V1, b"{}", ("rest", "SendMessage", "v1.0", "http://h/v1")),
+        ("GET", "http://h/a/tasks/t-1", V1, None, ("rest", "GetTask", "v1.0", "http://h/a")),
+        ("GET", "http://h/a/tasks", V1, None, ("rest", "ListTasks", "v1.0", "http://h/a")),
+        ("POST", "http://h/a/tasks/t-1:cancel", V1, b'{"id":"t-1"}', ("rest", "CancelTask", "v1.0", "http://h/a")),
+        ("GET", "http://h/a/tasks/t-1:subscribe", V1, None, ("rest", "SubscribeToTask", "v1.0", "http://h/a")),
+        ("POST", "http://h/a/tasks/t-1/pushNotificationConfigs", V1, b"{}", ("rest", "CreateTaskPushNotificationConfig", "v1.0", "http://h/a")),
+        ("DELETE", "http://h/a/tasks/t-1/pushNotificationConfigs/c", V1, None, ("rest", "DeleteTaskPushNotificationConfig", "v1.0", "http://h/a")),
+        ("GET", "http://h/a/extendedAgentCard", V1, None, ("rest", "GetExtendedAgentCard", "v1.0", "http://h/a")),
+        ("GET", "http://h/p/.well-known/agent-card.json", NONE, None, ("card", "GetAgentCard", "v1.0", "http://h/p")),
+        ("GET", "http://h/.well-known/agent.json", NONE, None, ("card", "GetAgentCard", "v1.0", "http://h")),
+    ],
+)
+def test_a2a_requests_are_recognised(verb, url, headers, body, expected) -> None:
+    req = classify(verb, url, headers, body)
+    assert req is not None
+    assert (req.binding, req.method, req.dialect, req.agent_url) == expected
+
+
+def test_task_id_from_path_and_params() -> None:
+    assert classify("GET", "http://h/tasks/abc", V1, None).task_id == "abc"
+    assert classify("POST", "http://h/", V1, jsonrpc_request("GetTask", {"id": "xyz"})).task_id == "xyz"
+
+
+@pytest.mark.parametrize(
+    ("verb", "url", "body"),
+    [
+        ("GET", "http://h/index.html", None),
+        ("POST", "http://h/api", b'{"jsonrpc": "2.0", "method": "eth_call", "id": 1}'),
+        ("POST", "http://h/api", b"not json"),
+        ("POST", "http://h/message:send", None),  # wrong verb is not the route: GET only below
+        ("PUT", "http://h/a/tasks/1", None),
+    ],
+)
+def test_other_traffic_is_not_a2a(verb, url, body) -> None:
+    if verb == "POST" and url.endswith("message:send"):
+        assert classify("GET", url, NONE, body) is None
+        return
+    assert classify(verb, url, NONE, body) is None
+
+
+def test_generic_paths_need_confirmation_without_a2a_headers() -> None:
+    req = classify("GET", "http://h/todo/tasks/1", NONE, None)
+    assert req is not None and req.certain is False
+    assert classify("GET", "http://h/todo/tasks/1", V1, None).certain is True
+
+
+def test_unknown_method_with_a2a_headers_is_kept_with_an_anomaly() -> None:
+    req = classify("POST", "http://h/", V1, jsonrpc_request("FutureMethod", {}))
+    assert req is not None and req.method == "FutureMethod"
+    assert req.anomalies == ["unknown_method:FutureMethod"]

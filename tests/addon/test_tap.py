@@ -1,0 +1,147 @@
+import json
+import logging
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from mitmproxy import exceptions
+from mitmproxy.test import tflow
+
+from converse_tap.addon import tap as tap_module
+from converse_tap.store.reader import load
+from tests.factories import a2a_flow, agent_message, jsonrpc_request, jsonrpc_result, sse_body
+
+
+def finish(addon, out: Path) -> None:
+    addon.done()
+
+
+def run_hooks(addon, flow) -> None:
+    addon.request(flow)
+    addon.responseheaders(flow)
+    addon.response(flow)
+
+
+def test_unary_exchange_lands_in_parquet(tap) -> None:
+    addon, _, out = tap
+    run_hooks(addon, a2a_flow(response=jsonrpc_result({"message": agent_message()})))
+    addon.done()
+    ex = load(out, "exchanges")
+    msgs = load(out, "messages")
+    assert ex["method"].tolist() == ["SendMessage"]
+    assert msgs["role"].tolist() == ["user", "agent"]
+    assert msgs["coverage"].tolist()[1] == "answered"
+    assert list((out / "exchanges").glob("date=*/part-*.parquet"))
+    assert not list(out.rglob("*.arrows")) and not list(out.rglob(".*.tmp"))
+
+
+def test_non_a2a_traffic_is_neither_touched_nor_recorded(tap) -> None:
+    addon, _, out = tap
+    flow = tflow.tflow(resp=True)
+    flow.response.headers["content-type"] = "text/event-stream"
+    run_hooks(addon, flow)
+    assert flow.response.stream is False
+    addon.done()
+    assert load(out, "exchanges").empty
+
+
+def test_sse_is_tapped_chunk_by_chunk_and_forwarded_unchanged(tap) -> None:
+    addon, _, out = tap
+    body = sse_body(
+        {"result": {"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}}},
+        {"result": {"statusUpdate": {"taskId": "t", "contextId": "c", "status": {
+            "state": "TASK_STATE_COMPLETED", "message": agent_message()}}}},
+    )
+    flow = a2a_flow(body=jsonrpc_request("SendStreamingMessage"), response=b"", content_type="text/event-stream")
+    addon.request(flow)
+    addon.responseheaders(flow)
+    stream = flow.response.stream
+    assert callable(stream)
+    forwarded = [stream(body[i : i + 7]) for i in range(0, len(body), 7)] + [stream(b"")]
+    assert b"".join(forwarded) == body
+    assert all(a == body[i * 7 : i * 7 + 7] for i, a in enumerate(forwarded[:-1]))
+    flow.response.data.content = None  # what a streamed response looks like in the response hook
+    addon.response(flow)
+    addon.done()
+    ex = load(out, "exchanges").iloc[0]
+    assert (ex["streamed"], ex["sse_events"], ex["task_state"], ex["complete"]) == (True, 2, "TASK_STATE_COMPLETED", True)
+    assert ex["bytes_out"] == len(body)
+
+
+def test_client_disconnect_mid_stream_keeps_rows_and_marks_incomplete(tap) -> None:
+    addon, _, out = tap
+    first = sse_body({"result": {"statusUpdate": {"taskId": "t", "status": {
+        "state": "TASK_STATE_INPUT_REQUIRED", "message": agent_message()}}}})
+    flow = a2a_flow(body=jsonrpc_request("SendStreamingMessage"), response=b"", content_type="text/event-stream")
+    addon.request(flow)
+    addon.responseheaders(flow)
+    flow.response.stream(first + b"data: {\"result\": {\"statusUp")
+    flow.response.data.content = None
+    flow.error = tflow.terr("Client disconnected.")
+    addon.error(flow)
+    addon.done()
+    ex = load(out, "exchanges").iloc[0]
+    assert (ex["complete"], ex["error"], ex["sse_events"]) == (False, "Client disconnected.", 1)
+    assert load(out, "messages")["message_id"].tolist() == ["m-user", "m-agent"]
+
+
+def test_gzip_sse_is_parsed_but_forwarded_compressed(tap) -> None:
+    import gzip
+
+    addon, _, out = tap
+    body = gzip.compress(sse_body({"result": {"message": agent_message()}}))
+    flow = a2a_flow(body=jsonrpc_request("SendStreamingMessage"), response=b"", content_type="text/event-stream",
+                    response_headers={"content-encoding": "gzip"})
+    addon.request(flow)
+    addon.responseheaders(flow)
+    assert flow.response.stream(body[:10]) + flow.response.stream(body[10:]) + flow.response.stream(b"") == body
+    flow.response.data.content = None
+    addon.response(flow)
+    addon.done()
+    assert load(out, "messages")["coverage"].tolist()[-1] == "answered"
+
+
+def test_a_bug_in_the_addon_never_reaches_mitmproxy(tap, monkeypatch, caplog) -> None:
+    addon, _, _ = tap
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(tap_module, "classify", broken)
+    caplog.set_level(logging.ERROR)
+    for _ in range(3):
+        run_hooks(addon, a2a_flow(response=jsonrpc_result({"message": agent_message()})))
+    assert addon.counters["hook_failures"] == 3
+    assert sum("request hook failed" in r.message for r in caplog.records) == 1
+
+
+def test_bad_options_fail_at_startup(tap, tmp_path) -> None:
+    addon, tctx, _ = tap
+    with pytest.raises(exceptions.OptionsError, match="flush_interval"):
+        tctx.configure(addon, converse_tap_flush_interval=0)
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(exceptions.OptionsError, match="cannot write its dataset"):
+        tctx.configure(addon, converse_tap_dir=str(tmp_path / "a-file"))
+    with pytest.raises(exceptions.OptionsError):
+        tctx.configure(addon, converse_tap_text="rot13")
+
+
+def test_hash_policy_uses_one_salt_per_dataset(tap) -> None:
+    addon, tctx, out = tap
+    tctx.configure(addon, converse_tap_text="hash")
+    run_hooks(addon, a2a_flow(response=jsonrpc_result({"message": agent_message(text="hello")})))
+    addon.done()
+    salt = (out / "_salt").read_bytes()
+    assert len(salt) == 32 and stat.S_IMODE(os.stat(out / "_salt").st_mode) == 0o600
+    texts = load(out, "messages")["text"].tolist()
+    assert all(t.startswith("sha256:") for t in texts) and "hello" not in json.dumps(texts)
+
+
+def test_files_are_owner_only(tap) -> None:
+    addon, _, out = tap
+    run_hooks(addon, a2a_flow(response=jsonrpc_result({"message": agent_message()})))
+    addon.done()
+    for p in [out, *out.rglob("*")]:
+        mode = stat.S_IMODE(os.stat(p).st_mode)
+        assert mode & 0o077 == 0, f"{p} is {oct(mode)}"

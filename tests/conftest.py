@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mitmproxy.test import taddons
+
+from converse_tap.addon.tap import ConverseTap
+
+
+@pytest.fixture
+def tap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ConverseTap, taddons.context, Path]]:
+    """A ConverseTap under mitmproxy's real option machinery, writing to tmp_path/data."""
+    monkeypatch.chdir(tmp_path)
+    addon = ConverseTap()
+    out = tmp_path / "data"
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, converse_tap_dir=str(out), converse_tap_flush_interval=0.05)
+        yield addon, tctx, out
+        addon.done()

@@ -1,0 +1,169 @@
+import errno
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from converse_tap.a2a.extract import Extraction, extract
+from converse_tap.a2a.redact import TextPolicy
+from converse_tap.addon.flows import exchange_from_flow
+from converse_tap.store import writer as writer_module
+from converse_tap.store.reader import load
+from converse_tap.store.schema import METADATA_KEY, SCHEMA_VERSION
+from converse_tap.store.writer import DatasetWriter, recover
+from tests.factories import a2a_flow, agent_message, jsonrpc_result
+
+
+def extraction(i: int = 0, ts: float | None = None) -> Extraction:
+    flow = a2a_flow(response=jsonrpc_result({"message": agent_message(f"m-{i}")}))
+    if ts is not None:
+        flow.request.timestamp_start = ts
+        flow.response.timestamp_start = flow.response.timestamp_end = ts
+    out = extract(exchange_from_flow(flow), TextPolicy())
+    assert out is not None
+    return out
+
+
+def test_rows_are_journaled_then_rolled_into_parquet(tmp_path: Path) -> None:
+    w = DatasetWriter(tmp_path, flush_interval=60)
+    w.start()
+    for i in range(5):
+        w.submit(extraction(i))
+    w.flush()
+    journals = list(tmp_path.rglob("*.arrows"))
+    assert {p.name.split("-")[0] for p in journals} == {"exchanges", "messages"}
+    assert load(tmp_path, "exchanges").empty  # not Parquet yet, and readers skip journals
+    w.close()
+    assert len(load(tmp_path, "exchanges")) == 5 and len(load(tmp_path, "messages")) == 10
+    assert not (tmp_path / "_journal" / w.id).exists()
+    (f,) = tmp_path.glob("exchanges/date=*/part-*.parquet")
+    assert pq.read_schema(f).metadata[METADATA_KEY] == str(SCHEMA_VERSION).encode()
+
+
+def test_rollover_by_rows_and_partition_by_utc_date(tmp_path: Path) -> None:
+    w = DatasetWriter(tmp_path, flush_interval=0.01, rollover_rows=4)
+    w.start()
+    day1, day2 = 1_795_000_000.0, 1_795_000_000.0 + 86_400
+    for i in range(6):
+        w.submit(extraction(i, ts=day1 if i < 3 else day2))
+        w.flush()
+    w.close()
+    dates = sorted(p.name for p in (tmp_path / "exchanges").iterdir())
+    assert dates == ["date=2026-11-18", "date=2026-11-19"]
+    assert len(list(tmp_path.glob("exchanges/*/part-*.parquet"))) >= 3
+    assert sorted(load(tmp_path, "exchanges", columns=["exchange_id", "date"])["date"]) == ["2026-11-18"] * 3 + ["2026-11-19"] * 3
+
+
+KILLED_WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from converse_tap.store.writer import DatasetWriter
+    from tests.store.test_writer import extraction
+    w = DatasetWriter(sys.argv[1], flush_interval=60)
+    w.start()
+    for i in range(7):
+        w.submit(extraction(i))
+    w.flush()
+    print("flushed", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def _killed_writer(root: Path) -> None:
+    with subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(root)], stdout=subprocess.PIPE, text=True,
+                          cwd=Path(__file__).parents[2]) as proc:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "flushed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
+def test_journals_of_a_killed_writer_are_recovered(tmp_path: Path) -> None:
+    _killed_writer(tmp_path)
+    assert list(tmp_path.rglob("*.arrows"))
+    assert recover(tmp_path) == {"exchanges": 7, "messages": 14, "agent_cards": 0}
+    assert len(load(tmp_path, "exchanges")) == 7
+    assert not list(tmp_path.rglob("*.arrows")) and not list((tmp_path / "_journal").iterdir())
+
+
+def test_torn_journal_tail_keeps_complete_batches(tmp_path: Path) -> None:
+    w = DatasetWriter(tmp_path, flush_interval=60)
+    w.start()
+    w.submit(extraction(1))
+    w.flush()
+    w.submit(extraction(2))
+    w.flush()
+    (journal,) = tmp_path.rglob("exchanges-*.arrows")
+    size = journal.stat().st_size
+    # simulate a crash: the process dies with its lock released and half a batch on disk
+    os.close(w._lock_fd)
+    w._lock_fd = None
+    with open(journal, "r+b") as f:
+        f.truncate(size - 100)
+    assert recover(tmp_path)["exchanges"] == 1
+    assert load(tmp_path, "exchanges")["exchange_id"].nunique() == 1
+
+
+def test_a_live_writers_journal_is_left_alone(tmp_path: Path) -> None:
+    w = DatasetWriter(tmp_path, flush_interval=60)
+    w.start()
+    w.submit(extraction())
+    w.flush()
+    assert recover(tmp_path) == {"exchanges": 0, "messages": 0, "agent_cards": 0}
+    w.close()
+    assert len(load(tmp_path, "exchanges")) == 1
+
+
+def test_many_writers_share_one_dataset(tmp_path: Path) -> None:
+    writers = [DatasetWriter(tmp_path, flush_interval=0.01, rollover_rows=3) for _ in range(3)]
+    for w in writers:
+        w.start()
+    for i in range(30):
+        writers[i % 3].submit(extraction(i))
+    for w in writers:
+        w.close()
+    ids = load(tmp_path, "messages")["message_id"]
+    assert sorted(ids[ids != "m-user"].tolist()) == sorted(f"m-{i}" for i in range(30))
+    assert load(tmp_path, "exchanges")["exchange_id"].is_unique
+
+
+def test_disk_failure_holds_rows_and_retries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog) -> None:
+    real_append = writer_module._Journal.append
+    failing = {"on": True}
+
+    def append(self, batch):
+        if failing["on"]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_append(self, batch)
+
+    monkeypatch.setattr(writer_module._Journal, "append", append)
+    w = DatasetWriter(tmp_path, flush_interval=0.01)
+    w.start()
+    for i in range(4):
+        w.submit(extraction(i))
+        w.flush()
+    assert sum("No space left" in r.message for r in caplog.records) == 1  # loud, once
+    assert w.stats.rows_written["exchanges"] == 0
+    failing["on"] = False
+    w.flush()
+    w.close()
+    assert len(load(tmp_path, "exchanges")) == 4 and w.stats.rows_dropped == 0
+
+
+def test_bounded_buffer_counts_what_it_drops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def append(self, batch):
+        raise OSError(errno.EIO, "I/O error")
+
+    monkeypatch.setattr(writer_module._Journal, "append", append)
+    w = DatasetWriter(tmp_path, flush_interval=0.01, max_pending_rows=9)
+    w.start()
+    for i in range(10):
+        w.submit(extraction(i))
+    w.flush()
+    w.close()
+    assert w.stats.rows_dropped == 30  # 10 exchanges + 20 messages, every one counted
