@@ -130,5 +130,81 @@ def recover(dataset: Path) -> None:
     click.echo(", ".join(f"{n} {table} rows" for table, n in counts.items()) + " recovered", err=True)
 
 
+def _duration(text: str | None) -> object:
+    if text is None:
+        return None
+    import pandas as pd
+
+    try:
+        value = pd.Timedelta(text)
+    except ValueError:
+        value = None
+    if value is None or pd.isna(value) or value.total_seconds() <= 0:
+        raise click.BadParameter(f"{text!r} is not a positive duration; write e.g. 90s, 30min, 2h or 1d")
+    return value
+
+
+def _when(text: str | None, end: bool) -> object:
+    if text is None:
+        return None
+    from .analysis.load import parse_when
+
+    try:
+        return parse_when(text, end=end)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not an ISO date or time; write e.g. 2026-12-01 or 2026-12-01T09:30Z") from None
+
+
+@cli.command()
+@click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown", "html"]), default="text",
+              show_default=True, help="Output format.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE, not stdout.")
+@click.option("--by", "by", multiple=True, type=click.Choice(["agent", "day", "routine"]),
+              help="Add a breakdown (repeatable).")
+@click.option("--agent", "agents", multiple=True, help="Only these agents (repeatable).")
+@click.option("--since", help="Only traffic at or after this UTC date/time (ISO 8601).")
+@click.option("--until", help="Only traffic before this UTC date/time; a bare date includes that whole day.")
+@click.option("--stale-after", help="Report open routine instances idle longer than this (e.g. 30min, 2h, 1d) as stale.")
+def report(
+    dataset: Path,
+    fmt: str,
+    output: Path | None,
+    by: tuple[str, ...],
+    agents: tuple[str, ...],
+    since: str | None,
+    until: str | None,
+    stale_after: str | None,
+) -> None:
+    """Report coverage, authors, routines, invocations, citations and conformance of a dataset.
+
+    \b
+    Examples:
+        converse-tap report data/
+        converse-tap report data/ --by agent --since 2026-12-01 --format json
+        converse-tap report data/ --format html -o report.html
+    """
+    from .analysis.load import Window, load_frames
+    from .analysis.render import FORMATS
+    from .analysis.report import build_report
+
+    window = Window(tuple(agents) or None, _when(since, end=False), _when(until, end=True))  # type: ignore[arg-type]
+    if window.since and window.until and window.since >= window.until:
+        raise click.BadParameter("--since must be before --until")
+    stale = _duration(stale_after)
+    if fmt == "html":  # the charts want these breakdowns
+        by = tuple(dict.fromkeys((*by, "agent", "day")))
+    try:
+        frames = load_frames(dataset, window)
+    except (OSError, ValueError) as e:  # pyarrow's errors on unreadable files are ValueError/OSError subclasses
+        raise click.ClickException(f"cannot read the dataset {dataset}: {e}") from e
+    rendered = FORMATS[fmt](build_report(frames, window, by=by, stale_after=stale))  # type: ignore[arg-type]
+    if output is None:
+        click.echo(rendered, nl=False)
+    else:
+        output.write_text(rendered, encoding="utf-8")
+        click.echo(f"wrote {output}", err=True)
+
+
 def main() -> None:
     cli()

@@ -1,0 +1,93 @@
+"""Load the frames a report needs: only the columns it reads, filters pushed down to the Parquet files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from ..store.reader import read_table, table_dataset
+from ..store.schema import TABLES
+
+MESSAGE_COLUMNS = [
+    "exchange_id", "seq", "ts", "agent", "message_id", "context_id", "task_id", "role", "has_envelope",
+    "author", "coverage_availability", "coverage", "coverage_reason", "originating_turn_id", "ownership_state",
+    "ownership_suppressed", "routine_tool_name", "routine_name", "routine_status", "pending_input",
+    "invocation_tool_name", "invocation_outcome", "citations", "citation_count", "anomalies",
+]  # fmt: skip
+EXCHANGE_COLUMNS = [
+    "exchange_id", "ts_start", "agent", "binding", "method", "converse_requested", "streamed", "status_code",
+    "error_code", "complete", "anomalies",
+]  # fmt: skip
+CARD_COLUMNS = [
+    "ts", "agent", "agent_url", "source", "name", "version", "converse_declared", "converse_required", "mcp_url",
+    "mcp_server_card_url", "tools", "skill_ids", "tools_match_skills", "interfaces", "anomalies",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Window:
+    """Which rows a report covers: agents (None = all) and a half-open UTC time range."""
+
+    agents: tuple[str, ...] | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def expression(self, ts_column: str) -> ds.Expression | None:
+        expr: ds.Expression | None = None
+
+        def both(e: ds.Expression) -> None:
+            nonlocal expr
+            expr = e if expr is None else expr & e
+
+        if self.agents:
+            both(ds.field("agent").isin(list(self.agents)))
+        if self.since is not None:
+            both(ds.field("date") >= self.since.strftime("%Y-%m-%d"))  # prunes whole partitions
+            both(ds.field(ts_column) >= pa.scalar(self.since, pa.timestamp("us", tz="UTC")))
+        if self.until is not None:
+            both(ds.field("date") <= self.until.strftime("%Y-%m-%d"))
+            both(ds.field(ts_column) < pa.scalar(self.until, pa.timestamp("us", tz="UTC")))
+        return expr
+
+
+def parse_when(text: str, end: bool = False) -> datetime:
+    """ISO date or datetime -> aware UTC datetime. A bare date used as an end means the whole day."""
+    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    bare_date = len(text) <= 10
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    if end and bare_date:
+        value += timedelta(days=1)
+    return value.astimezone(UTC)
+
+
+@dataclass
+class Frames:
+    exchanges: pd.DataFrame
+    messages: pd.DataFrame
+    agent_cards: pd.DataFrame
+    present: list[str] = field(default_factory=list)
+    root: str = ""
+
+
+def _frame(root: Path, table: str, columns: list[str], expr: ds.Expression | None) -> pd.DataFrame:
+    return read_table(root, table, columns=columns, filter=expr).to_pandas()
+
+
+def load_frames(root: str | Path, window: Window | None = None) -> Frames:
+    """The three tables, narrowed to the report's columns and window. Agent messages only: the metrics
+    count replies, and user messages are most of a dataset's rows."""
+    root = Path(root)
+    window = window or Window()
+    present = [t for t in TABLES if table_dataset(root, t) is not None]
+    msg_expr = (ds.field("role") == "agent") & (ds.field("object_kind") == "message")
+    w = window.expression("ts")
+    messages = _frame(root, "messages", MESSAGE_COLUMNS, msg_expr if w is None else msg_expr & w)
+    exchanges = _frame(root, "exchanges", EXCHANGE_COLUMNS, window.expression("ts_start"))
+    cards = _frame(root, "agent_cards", CARD_COLUMNS, window.expression("ts"))
+    return Frames(exchanges, messages, cards, present, str(root))
