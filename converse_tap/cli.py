@@ -206,5 +206,90 @@ def report(
         click.echo(f"wrote {output}", err=True)
 
 
+@cli.group(invoke_without_command=True)
+@click.option("--out", "out", default="converse-tap-demo", show_default=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Where the dataset, ground truth and HTML report go.")
+@click.option("--conversations", default=60, show_default=True, type=click.IntRange(1, 100_000), help="How many conversations.")
+@click.option("--seed", default=7, show_default=True, type=int, help="Chooses the conversation mix.")
+@click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 256), help="Conversations at once.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True,
+              help="Format of the report printed at the end.")
+@click.option("--keep-running", is_flag=True, help="Leave agent and proxy up after the traffic (Ctrl-C stops them).")
+@click.pass_context
+def demo(ctx: click.Context, out: Path, conversations: int, seed: int, concurrency: int, fmt: str,
+         keep_running: bool) -> None:
+    """Run the whole pipeline on loopback: a converse agent, the recording proxy, a client driving traffic.
+
+    \b
+    Example:
+        converse-tap demo --conversations 100 --seed 3
+    Prints the report; the dataset, ground truth and an HTML report stay in --out.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from .analysis.load import load_frames
+    from .analysis.render import FORMATS
+    from .analysis.report import build_report
+    from .demo.run import run_demo
+    from .store.files import check_writable
+
+    try:
+        if out.exists() and any((out / t).exists() for t in ("exchanges", "messages", "agent_cards")):
+            raise click.ClickException(
+                f"{out} already holds a dataset; pass another --out or delete it, so the report shows this run only")
+        check_writable(out)
+    except OSError as e:
+        raise click.ClickException(f"cannot write to {out}: {e}") from e
+    with click.progressbar(length=conversations, label="conversations", file=sys.stderr) as bar:
+        result = asyncio.run(run_demo(out, conversations, seed, concurrency, keep_running,
+                                      progress=lambda _plan: bar.update(1),
+                                      announce=lambda msg: click.echo(msg, err=True)))
+    report_dict = build_report(load_frames(out), by=("agent", "day"))
+    html_path = out / "report.html"
+    html_path.write_text(FORMATS["html"](report_dict), encoding="utf-8")
+    html_path.chmod(0o600)
+    click.echo(FORMATS[fmt](report_dict), nl=False)
+    s = result.stats
+    click.echo(
+        f"\n{s.conversations} conversations, {s.turns} turns, {s.requests} A2A calls ({s.polls} polls, "
+        f"{s.resubscribes} resubscribes) through {result.proxy_url}\n"
+        f"dataset: {out}/  ground truth: {out}/ground_truth.json  HTML report: {html_path}",
+        err=True,
+    )
+    for err in s.errors:
+        click.echo(f"Error: {err}", err=True)
+    if s.errors:
+        sys.exit(1)
+
+
+@demo.command("agent")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=9999, show_default=True, type=int, help="Port (0 picks a free one).")
+def demo_agent(host: str, port: int) -> None:
+    """Serve the demo agents alone, for your own client.
+
+    \b
+    Cards: http://HOST:PORT/agents/ag_trattoria01/.well-known/agent-card.json (and ag_osteria02)
+    """
+    from .demo.agent import AGENTS, AgentServer
+
+    async def serve() -> None:
+        server = AgentServer(host, port)
+        await server.start()
+        for agent_id in AGENTS:
+            click.echo(f"{server.base}/agents/{agent_id}/.well-known/agent-card.json", err=True)
+        try:
+            await server.task  # type: ignore[misc]
+        finally:
+            await server.stop()
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        pass
+    except OSError as e:
+        raise click.ClickException(f"cannot serve on {host}:{port}: {e}") from e
+
+
 def main() -> None:
     cli()

@@ -19,10 +19,14 @@ async def run_proxy(settings: dict[str, Any], sets: list[str]) -> None:
     # deferred: applied the moment the addon below declares its options, so it configures once, correctly
     opts.update_defer(**settings)
     opts.set(*sets, defer=True)
-    master.addons.add(ConverseTap())
+    tap = ConverseTap()
+    master.addons.add(tap)
     unknown = sorted(opts.deferred)
     if unknown:
         raise exceptions.OptionsError(f"unknown option(s): {', '.join(unknown)}")
+    # the deferred values land before the addon is in the chain, so configure it with the final options here:
+    # a bad setting raises now, before any traffic
+    tap.configure(set(opts.keys()))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, master.shutdown)

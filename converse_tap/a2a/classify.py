@@ -123,8 +123,10 @@ def classify(method: str, url: str, headers: Headers, body: bytes | None) -> A2A
 def _looks_v03(params: Any) -> bool:
     if not isinstance(params, dict):
         return False
-    msg = params.get("message")
-    return isinstance(msg, dict) and ("content" in msg or msg.get("role") in ("user", "agent") or "kind" in msg)
+    msg = params.get("message", params.get("request"))
+    return isinstance(msg, dict) and (
+        "content" in msg or msg.get("role") in ("user", "agent") or "kind" in msg or "message_id" in msg
+    )
 
 
 def _classify_jsonrpc(url: str, headers: Headers, body: bytes) -> A2ARequest | None:

@@ -14,7 +14,7 @@ from .constants import CONVERSE_URI
 from .envelope import empty_envelope, find_envelope, flatten_envelope
 from .exchange import HttpExchange
 from .headers import split_uris
-from .objects import Sighting, Walk, extensions_of, normalise_role, part_kind, parts_of, text_of, walk_result
+from .objects import Sighting, Walk, extensions_of, get, normalise_role, part_kind, parts_of, text_of, walk_result
 from .redact import TextPolicy, redact_url
 from .sse import parse_sse
 
@@ -136,11 +136,13 @@ def extract(ex: HttpExchange, policy: TextPolicy, req: A2ARequest | None = None)
     # the request's own message (SendMessage / SendStreamingMessage)
     if req.method in _MESSAGE_METHODS:
         params = req.params
-        msg = params.get("message") if isinstance(params, dict) else None
+        msg = None
+        if isinstance(params, dict):  # v0.3 REST proto names the field "request"
+            msg = params.get("message") if isinstance(params.get("message"), dict) else params.get("request")
         if isinstance(msg, dict):
             ctx.add(Sighting("request.message", "message", "request", msg), "request", None, ex.ts_start)
-            row["context_id"] = msg.get("contextId") or None
-            row["task_id"] = row["task_id"] or msg.get("taskId") or None
+            row["context_id"] = _id(get(msg, "contextId"))
+            row["task_id"] = row["task_id"] or _id(get(msg, "taskId"))
         else:
             anomalies.append("request_without_message")
 
@@ -305,7 +307,7 @@ class _Ctx:
             and self.req.method in _MESSAGE_METHODS
         ):
             anomalies.append("envelope_missing")
-        ident = obj.get("artifactId") if is_artifact else obj.get("messageId")
+        ident = get(obj, "artifactId") if is_artifact else get(obj, "messageId")
         self.out.messages.append(
             {
                 "exchange_id": self.ex.id,
@@ -324,8 +326,8 @@ class _Ctx:
                 "method": self.req.method,
                 "message_id": ident if isinstance(ident, str) and ident else None,
                 "artifact_name": obj.get("name") if is_artifact and isinstance(obj.get("name"), str) else None,
-                "context_id": _id(obj.get("contextId")) or s.context_id,
-                "task_id": _id(obj.get("taskId")) or s.task_id,
+                "context_id": _id(get(obj, "contextId")) or s.context_id,
+                "task_id": _id(get(obj, "taskId")) or s.task_id,
                 "role": role,
                 "task_state": s.task_state,
                 "text": self.policy.apply(text),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +70,21 @@ def normalise_role(value: Any, anomalies: list[str] | None = None) -> str | None
     return role
 
 
+_SNAKE: dict[str, str] = {}
+
+
+def get(obj: dict[str, Any], name: str) -> Any:
+    """A field by its JSON (lowerCamel) name or its proto (snake_case) name: ProtoJSON accepts both, and the
+    a2a-sdk's v0.3 REST client sends the latter."""
+    value = obj.get(name)
+    if value is None:
+        snake = _SNAKE.get(name)
+        if snake is None:
+            snake = _SNAKE[name] = re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
+        value = obj.get(snake)
+    return value
+
+
 def _s(value: Any) -> str | None:
     """Ids are strings on the wire; ProtoJSON defaults ('') mean absent."""
     if value is None or value == "":
@@ -98,13 +114,13 @@ def walk_result(value: Any, location: str, w: Walk) -> None:
         return
     if "status" in value and "id" in value:  # bare Task (GetTask, CancelTask, SubscribeToTask snapshot)
         _walk_kind("task", value, location, w)
-    elif "messageId" in value and ("parts" in value or "content" in value or "role" in value):
+    elif ("messageId" in value or "message_id" in value) and ("parts" in value or "content" in value or "role" in value):
         _walk_kind("message", value, location, w)
     elif isinstance(value.get("tasks"), list):  # ListTasks
         for i, t in enumerate(value["tasks"]):
             if isinstance(t, dict):
                 _walk_task(t, f"{location}.tasks[{i}]", w, summarise=False)
-    elif "taskId" in value and "status" in value:  # a bare status update without kind (lenient)
+    elif get(value, "taskId") is not None and "status" in value:  # a bare status update without kind (lenient)
         _walk_kind("statusUpdate", value, location, w)
 
 
@@ -113,11 +129,11 @@ def _walk_kind(kind: str, obj: dict[str, Any], location: str, w: Walk) -> None:
     if kind == "task":
         _walk_task(obj, location, w, summarise=True)
     elif kind == "message":
-        task_id, context_id = _s(obj.get("taskId")), _s(obj.get("contextId"))
+        task_id, context_id = _s(get(obj, "taskId")), _s(get(obj, "contextId"))
         w.sightings.append(Sighting(location, "message", kind, obj, task_id, context_id))
         _summarise(w, task_id, context_id, None)
     elif kind == "statusUpdate":
-        task_id, context_id = _s(obj.get("taskId")), _s(obj.get("contextId"))
+        task_id, context_id = _s(get(obj, "taskId")), _s(get(obj, "contextId"))
         status = obj.get("status")
         state = None
         if isinstance(status, dict):
@@ -129,7 +145,7 @@ def _walk_kind(kind: str, obj: dict[str, Any], location: str, w: Walk) -> None:
                 )
         _summarise(w, task_id, context_id, state)
     elif kind == "artifactUpdate":
-        task_id, context_id = _s(obj.get("taskId")), _s(obj.get("contextId"))
+        task_id, context_id = _s(get(obj, "taskId")), _s(get(obj, "contextId"))
         art = obj.get("artifact")
         if isinstance(art, dict):
             w.sightings.append(Sighting(f"{location}.artifact", "artifact", kind, art, task_id, context_id))
@@ -137,7 +153,7 @@ def _walk_kind(kind: str, obj: dict[str, Any], location: str, w: Walk) -> None:
 
 
 def _walk_task(task: dict[str, Any], location: str, w: Walk, summarise: bool) -> None:
-    task_id, context_id = _s(task.get("id")), _s(task.get("contextId"))
+    task_id, context_id = _s(task.get("id")), _s(get(task, "contextId"))
     status = task.get("status")
     state = normalise_state(status.get("state"), w.anomalies) if isinstance(status, dict) else None
     history = task.get("history")

@@ -118,6 +118,13 @@ class ConverseTap:
         self.writer.start()
         log.info("converse-tap: recording A2A traffic into %s (text: %s)", root, self.policy.mode)
 
+    def running(self) -> None:
+        if self.writer is None:  # a host that never configured us: start with the options as they are
+            try:
+                self._open(Path(ctx.options.converse_tap_dir))
+            except exceptions.OptionsError as e:
+                log.error("%s; A2A traffic is NOT being recorded", e)
+
     # -- hooks: short, and never raising into mitmproxy -----------------------------------------------------
     def request(self, flow: http.HTTPFlow) -> None:
         try:

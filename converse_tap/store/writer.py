@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -141,6 +142,8 @@ class DatasetWriter:
             self._lock_fd = None
         if not any(self._pending.values()):
             shutil.rmtree(self.dir, ignore_errors=True)
+            with contextlib.suppress(OSError):  # only when no other writer shares the dataset
+                self.dir.parent.rmdir()
 
     # -- worker ------------------------------------------------------------------------------------------
     def _run(self) -> None:

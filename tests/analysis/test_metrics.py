@@ -1,0 +1,190 @@
+import math
+
+import pandas as pd
+import pytest
+
+from converse_tap.analysis import metrics as m
+from converse_tap.analysis.report import build_report
+from converse_tap.analysis.stats import wilson
+from tests.analysis.frames import T0, covered, frames, messages, routine, sighting
+
+
+def textbook_wilson(k: int, n: int) -> tuple[float, float]:
+    z = 1.959963984540054
+    p = k / n
+    centre = p + z * z / (2 * n)
+    margin = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (centre - margin) / (1 + z * z / n), (centre + margin) / (1 + z * z / n)
+
+
+def test_wilson_matches_textbook_and_edges() -> None:
+    share, lo, hi = wilson(3, 4)
+    assert share == 0.75
+    assert (lo, hi) == pytest.approx(textbook_wilson(3, 4))
+    assert wilson(0, 0) == (None, None, None)
+    assert wilson(0, 5)[1] == 0.0 and wilson(5, 5)[2] == 1.0
+
+
+def test_polled_and_history_sightings_count_once() -> None:
+    msgs = messages(
+        sighting("a", minute=1, **covered("partial")),
+        sighting("a", minute=5, **covered("partial")),  # GetTask poll
+        sighting("a", minute=9, **covered("partial")),  # history of a later turn
+        sighting("b", minute=2, **covered("answered")),
+    )
+    rep = m.replies(msgs)
+    assert rep["reply_key"].tolist() == ["a", "b"]  # ordered by first sighting
+    assert rep.set_index("reply_key")["first_seen"]["a"] == T0 + pd.Timedelta(minutes=1)
+
+
+def test_user_messages_artifacts_and_unenveloped_messages_are_not_replies() -> None:
+    msgs = messages(
+        sighting("u", role="user"),
+        sighting("n", has_envelope=False),
+        sighting("r", **covered("answered")),
+    )
+    assert m.replies(msgs)["reply_key"].tolist() == ["r"]
+
+
+def test_a_turn_seen_with_two_verdicts_keeps_the_last() -> None:
+    msgs = messages(
+        sighting("first", minute=1, **covered("partial", "insufficient_evidence", turn="t1")),
+        sighting("second", minute=2, **covered("answered", turn="t1")),
+        sighting("other", minute=3, **covered("unanswered", "intentional_scope_boundary")),
+    )
+    turns = m.turns(m.replies(msgs))
+    assert sorted(turns["turn_id"]) == ["other", "t1"]
+    assert turns.set_index("turn_id")["coverage"]["t1"] == "answered"
+
+
+def test_coverage_distribution_over_assessed_turns_and_availability_over_all() -> None:
+    msgs = messages(
+        sighting("1", **covered("answered")),
+        sighting("2", **covered("answered")),
+        sighting("3", **covered("answered")),
+        sighting("4", **covered("partial", "insufficient_evidence")),
+        sighting("5", **covered(None, None, availability="not_recorded")),
+        sighting("6", **covered("mostly", "vibes")),  # unknown values stay verbatim
+    )
+    turns = m.turns(m.replies(msgs))
+    dist = m.coverage_distribution(turns).set_index("value")
+    assert dist["count"].to_dict() == {"answered": 3, "partial": 1, "mostly": 1}
+    assert dist.loc["answered", "share"] == pytest.approx(3 / 5)
+    assert (dist.loc["answered", "ci_low"], dist.loc["answered", "ci_high"]) == pytest.approx(textbook_wilson(3, 5))
+    reasons = m.coverage_reasons(turns).set_index("value")["count"].to_dict()
+    assert reasons == {"sufficient_evidence": 3, "insufficient_evidence": 1, "vibes": 1}
+    assert m.coverage_availability(turns).set_index("value")["count"].to_dict() == {"assessed": 5, "not_recorded": 1}
+
+
+def test_authors_conversations_suppression_and_ownership_changes() -> None:
+    msgs = messages(
+        sighting("1", conv="c1", minute=1, author="agent", ownership_state="ai_owned"),
+        sighting("2", conv="c1", minute=2, author="human", ownership_state="human_owned"),
+        sighting("3", conv="c1", minute=3, author=None, ownership_state="human_owned", ownership_suppressed=True),
+        sighting("4", conv="c1", minute=4, author="agent", ownership_state="ai_owned"),
+        sighting("5", conv="c2", minute=1, author="agent", ownership_state="ai_owned"),
+        sighting("6", conv="c2", minute=2, author="bot", ownership_state="ai_owned"),
+    )
+    rep = m.replies(msgs)
+    share = m.author_share(rep).set_index("value")
+    assert share["count"].to_dict() == {"agent": 3, "human": 1, "bot": 1}
+    conv = m.conversations(rep).set_index("conversation")
+    assert conv.loc["c1", ["human_replies", "suppressed_turns", "handoffs_to_human", "handbacks_to_agent"]].tolist() == [
+        1, 1, 1, 1]
+    assert conv.loc["c2", ["human_replies", "handoffs_to_human"]].tolist() == [0, 0]
+    authors = build_report(frames(msgs))["authors"]
+    assert (authors["replies_with_author"], authors["by_author"], authors["human_share"]) == (
+        5, {"agent": 3, "human": 1, "bot": 1}, 0.2)
+    assert (authors["conversations"], authors["conversations_with_human"], authors["suppressed_turns"]) == (2, 1, 1)
+
+
+def test_routine_instances_restart_after_a_terminal_status() -> None:
+    msgs = messages(
+        sighting("1", minute=0, **routine("book_table", "active")),
+        sighting("2", minute=1, **routine("book_table", "waiting_for_input", "date", "partySize")),
+        sighting("3", minute=2, **routine("book_table", "waiting_for_input", "partySize")),
+        sighting("4", minute=3, **routine("book_table", "abandoned")),
+        sighting("5", minute=4, **routine("book_table", "active")),  # a new instance
+        sighting("6", minute=6, **routine("book_table", "completed")),
+        sighting("7", minute=7, **routine("book_table", "active")),  # a third, still open
+        sighting("8", minute=8, conv="c2", **routine("refund", "waiting_for_input", "order")),
+    )
+    inst = m.routine_instances(m.replies(msgs))
+    assert inst[["conversation", "routine", "instance", "outcome", "turns"]].values.tolist() == [
+        ["c1", "book_table", 1, "abandoned", 4],
+        ["c1", "book_table", 2, "completed", 2],
+        ["c1", "book_table", 3, "open", 1],
+        ["c2", "refund", 1, "open", 1],
+    ]
+    assert inst["abandoned_at"].tolist()[0] == ["partySize"]  # open at the last status before abandonment
+    assert inst["seconds"].tolist()[:2] == [180.0, 120.0]
+    summary = m.routine_summary(inst).set_index("routine")
+    assert summary.loc["book_table", ["completed", "abandoned", "open"]].tolist() == [1, 1, 1]
+    assert summary.loc["book_table", "abandonment_rate"] == 0.5
+    assert pd.isna(summary.loc["refund", "abandonment_rate"])  # nothing closed: no rate
+    slots = m.abandoned_slots(inst)
+    assert slots.values.tolist() == [["book_table", "partySize", 1]]
+
+
+def test_stale_open_instances() -> None:
+    msgs = messages(
+        sighting("1", conv="idle", minute=0, **routine("refund", "waiting_for_input", "order")),
+        sighting("2", conv="busy", minute=50, **routine("refund", "active")),
+        sighting("3", conv="x", minute=60, **covered("answered")),
+    )
+    inst = m.routine_instances(m.replies(msgs), stale_after=pd.Timedelta("30min"))
+    assert inst.set_index("conversation")["stale"].to_dict() == {"busy": False, "idle": True}
+    report = build_report(frames(msgs), stale_after=pd.Timedelta("30min"))["routines"]
+    assert (report["open"], report["stale"], report["abandonment_rate"]) == (2, 1, None)
+
+
+def test_invocations_per_tool_with_unknown_outcomes() -> None:
+    msgs = messages(
+        sighting("1", invocation_tool_name="book_table", invocation_outcome="started"),
+        sighting("2", invocation_tool_name="book_table", invocation_outcome="started"),
+        sighting("3", invocation_tool_name="book_table", invocation_outcome="declined"),
+        sighting("4", invocation_tool_name="nope", invocation_outcome="unknown_tool"),
+        sighting("5", invocation_tool_name="x", invocation_outcome="exploded"),
+    )
+    inv = m.invocation_outcomes(m.replies(msgs))
+    assert inv.values.tolist() == [["book_table", "declined", 1], ["book_table", "started", 2],
+                                   ["nope", "unknown_tool", 1], ["x", "exploded", 1]]
+    by = build_report(frames(msgs))["invocations"]["by_outcome"]
+    assert by == {"declined": 1, "not_started": 0, "reentered": 0, "started": 2, "unknown_tool": 1, "exploded": 1}
+
+
+def test_citations_uncited_answered_turns_and_most_cited() -> None:
+    cite = lambda *docs: [{"document_id": d, "chunk_id": "c", "title": d.upper(), "source_url": None} for d in docs]  # noqa: E731
+    msgs = messages(
+        sighting("1", **covered("answered"), citations=cite("returns", "shipping"), citation_count=2),
+        sighting("1", minute=3, **covered("answered"), citations=cite("returns", "shipping"), citation_count=2),
+        sighting("2", **covered("answered"), citations=cite("returns", "returns"), citation_count=2),
+        sighting("3", **covered("answered"), citations=[], citation_count=0),
+        sighting("4", **covered("partial", "insufficient_evidence")),
+    )
+    rep = m.replies(msgs)
+    summary = m.citation_summary(m.turns(rep))
+    assert (summary["answered_turns"], summary["answered_without_citation"], summary["share"]) == (3, 1, 1 / 3)
+    assert m.most_cited(rep).values.tolist() == [["returns", "RETURNS", 2], ["shipping", "SHIPPING", 1]]
+
+
+def test_empty_and_unenveloped_datasets_give_a_report_with_notes() -> None:
+    empty = build_report(frames(messages()))
+    assert empty["coverage"]["turns_assessed"] == 0
+    assert empty["coverage"]["by_coverage"]["answered"]["share"] is None
+    assert empty["routines"]["abandonment_rate"] is None
+    assert empty["dataset"]["notes"] == ["no agent messages in the selected window"]
+    plain = build_report(frames(messages(sighting("1", has_envelope=False))))
+    assert plain["dataset"]["notes"] == [
+        "no agent message carried the converse envelope: did the clients send A2A-Extensions?"]
+
+
+def test_groups_by_agent_and_day() -> None:
+    msgs = messages(
+        sighting("1", agent="ag_a", minute=0, **covered("answered")),
+        sighting("2", agent="ag_b", minute=60 * 24, **covered("unanswered", "insufficient_evidence")),
+    )
+    groups = build_report(frames(msgs), by=("agent", "day"))["groups"]
+    assert groups["agent"]["ag_a"]["coverage"]["by_coverage"]["answered"]["count"] == 1
+    assert groups["agent"]["ag_b"]["coverage"]["by_coverage"]["unanswered"]["count"] == 1
+    assert sorted(groups["day"]) == ["2026-12-01", "2026-12-02"]
