@@ -74,7 +74,7 @@ def record(
     settings = {
         "converse_tap_dir": out,
         "converse_tap_text": text,
-        "converse_tap_flush_interval": flush_interval,
+        "converse_tap_flush_interval": str(flush_interval),
         "listen_host": listen_host,
         "listen_port": listen_port,
     }

@@ -16,6 +16,6 @@ def tap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Conve
     addon = ConverseTap()
     out = tmp_path / "data"
     with taddons.context(addon) as tctx:
-        tctx.configure(addon, converse_tap_dir=str(out), converse_tap_flush_interval=0.05)
+        tctx.configure(addon, converse_tap_dir=str(out), converse_tap_flush_interval="0.05")
         yield addon, tctx, out
         addon.done()

@@ -33,6 +33,8 @@ class ConverseTap:
         self.writer: DatasetWriter | None = None
         self.policy = TextPolicy()
         self.max_body = 16 * 1024 * 1024
+        self.flush_interval = 1.0
+        self.rollover_seconds = 300.0
         self.counters: Counter[str] = Counter()
         self._pending: dict[str, _Pending] = {}
         self._failures_logged: set[str] = set()
@@ -48,11 +50,11 @@ class ConverseTap:
             "Message text policy: keep it, hash it (salted SHA-256, per dataset) or drop it.",
             choices=list(TEXT_POLICIES),
         )
-        loader.add_option(
+        loader.add_option(  # a string: mitmproxy's --set parses no floats
             "converse_tap_flush_interval",
-            float,
-            1.0,
-            "Seconds between journal flushes: at most this much is lost if the proxy is killed.",
+            str,
+            "1",
+            "Seconds between journal flushes (e.g. 1 or 0.25): at most this much is lost if the proxy is killed.",
         )
         loader.add_option(
             "converse_tap_max_body",
@@ -68,15 +70,15 @@ class ConverseTap:
         )
         loader.add_option(
             "converse_tap_rollover_seconds",
-            float,
-            300.0,
+            str,
+            "300",
             "Seconds after which journaled rows are rolled into a Parquet file.",
         )
 
     def configure(self, updated: set[str]) -> None:
         opts = ctx.options
-        if "converse_tap_flush_interval" in updated and not opts.converse_tap_flush_interval > 0:
-            raise exceptions.OptionsError("converse_tap_flush_interval must be a positive number of seconds")
+        self.flush_interval = _seconds(opts.converse_tap_flush_interval, "converse_tap_flush_interval")
+        self.rollover_seconds = _seconds(opts.converse_tap_rollover_seconds, "converse_tap_rollover_seconds")
         if opts.converse_tap_text not in TEXT_POLICIES:
             raise exceptions.OptionsError(
                 f"converse_tap_text must be one of {', '.join(TEXT_POLICIES)}, not {opts.converse_tap_text!r}"
@@ -85,8 +87,6 @@ class ConverseTap:
             raise exceptions.OptionsError("converse_tap_max_body must be at least 1024 bytes")
         if "converse_tap_rollover_rows" in updated and opts.converse_tap_rollover_rows < 1:
             raise exceptions.OptionsError("converse_tap_rollover_rows must be at least 1")
-        if "converse_tap_rollover_seconds" in updated and not opts.converse_tap_rollover_seconds > 0:
-            raise exceptions.OptionsError("converse_tap_rollover_seconds must be positive")
         self.max_body = opts.converse_tap_max_body
         keys = {"converse_tap_dir", "converse_tap_text", "converse_tap_flush_interval"}
         keys |= {"converse_tap_rollover_rows", "converse_tap_rollover_seconds"}
@@ -111,9 +111,9 @@ class ConverseTap:
         self.policy = TextPolicy(opts.converse_tap_text, salt)
         self.writer = DatasetWriter(
             root,
-            flush_interval=opts.converse_tap_flush_interval,
+            flush_interval=self.flush_interval,
             rollover_rows=opts.converse_tap_rollover_rows,
-            rollover_seconds=opts.converse_tap_rollover_seconds,
+            rollover_seconds=self.rollover_seconds,
         )
         self.writer.start()
         log.info("converse-tap: recording A2A traffic into %s (text: %s)", root, self.policy.mode)
@@ -221,6 +221,16 @@ class ConverseTap:
                           hook, flow.request.pretty_url)
         if hook in ("response", "error"):
             self._pending.pop(flow.id, None)
+
+
+def _seconds(text: str, name: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value != value or value == float("inf"):
+        raise exceptions.OptionsError(f"{name} must be a positive number of seconds, not {text!r}")
+    return value
 
 
 def _headers(req: http.Request) -> Headers:

@@ -124,23 +124,39 @@ class Driver:
 
     async def _send_while_subscribed(self, client: Any, plan: Plan, step: Step, ctx: ClientCallContext | None,
                                      context_id: str, task_id: str) -> tuple[str, str, Any]:
-        """Re-attach to the open task, then send the next turn once the subscription has its first event."""
-        first = asyncio.Event()
+        """Re-attach to the open task, send the next turn once the subscription has its first event, and leave
+        once the subscription has seen that turn's outcome (the SDK keeps a subscription to an interrupted
+        task open, so a client that is done closes it: the proxy records it as incomplete)."""
+        first, outcome = asyncio.Event(), asyncio.Event()
 
         async def follow() -> None:
             self._count(plan)
             self.stats.resubscribes += 1
-            async for _ in client.subscribe(SubscribeToTaskRequest(id=task_id), context=ctx):
+            async for ev in client.subscribe(SubscribeToTaskRequest(id=task_id), context=ctx):
                 first.set()
+                if ev.WhichOneof("payload") == "status_update" and ev.status_update.status.message.parts:
+                    outcome.set()
             first.set()
+            outcome.set()
 
         sub = asyncio.create_task(follow())
-        waiter = asyncio.create_task(first.wait())
-        await asyncio.wait({sub, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
-        result = await self._send(client, plan, step, ctx, context_id, task_id)
-        await sub
+        try:
+            await _first_of(sub, first.wait())
+            result = await self._send(client, plan, step, ctx, context_id, task_id)
+            await asyncio.wait_for(_first_of(sub, outcome.wait()), timeout=30)
+        finally:
+            if not sub.done():
+                sub.cancel()
+            await asyncio.gather(sub, return_exceptions=True)
+        if sub.done() and not sub.cancelled() and sub.exception() is not None:
+            raise sub.exception()  # type: ignore[misc]
         return result
+
+
+async def _first_of(task: asyncio.Task[None], wait: Any) -> None:
+    waiter = asyncio.ensure_future(wait)
+    await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
 
 
 def _follow(ev: Any, context_id: str, task_id: str, state: Any) -> tuple[str, str, Any]:

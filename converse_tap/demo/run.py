@@ -70,6 +70,7 @@ async def run_demo(
     announce: Callable[[str], None] | None = None,
 ) -> DemoResult:
     logging.getLogger("mitmproxy").setLevel(logging.WARNING)
+    logging.getLogger("a2a").setLevel(logging.ERROR)  # warns about subscriptions the driver closes on purpose
     agent = AgentServer()
     await agent.start()
     master: DumpMaster | None = None
@@ -88,6 +89,7 @@ async def run_demo(
         return DemoResult(out, stats, truth, plans, proxy_url, agent.base)
     finally:
         if master is not None and proxy_task is not None:
+            await master.addons.get("proxyserver").servers.update([])  # closes the listening socket
             master.shutdown()
             await proxy_task
         await agent.stop()

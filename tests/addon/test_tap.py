@@ -119,7 +119,7 @@ def test_a_bug_in_the_addon_never_reaches_mitmproxy(tap, monkeypatch, caplog) ->
 def test_bad_options_fail_at_startup(tap, tmp_path) -> None:
     addon, tctx, _ = tap
     with pytest.raises(exceptions.OptionsError, match="flush_interval"):
-        tctx.configure(addon, converse_tap_flush_interval=0)
+        tctx.configure(addon, converse_tap_flush_interval="0")
     (tmp_path / "a-file").write_text("x")
     with pytest.raises(exceptions.OptionsError, match="cannot write its dataset"):
         tctx.configure(addon, converse_tap_dir=str(tmp_path / "a-file"))
