@@ -47,7 +47,9 @@ def addon_path() -> None:
     multiple=True,
     help="mitmproxy mode, e.g. regular (default) or reverse:http://127.0.0.1:9999 in front of one agent.",
 )
-@click.option("--text", type=click.Choice(TEXT_POLICIES), default="keep", show_default=True, help="Message text policy.")
+@click.option(
+    "--text", type=click.Choice(TEXT_POLICIES), default="keep", show_default=True, help="Message text policy."
+)
 @click.option("--flush-interval", type=float, default=1.0, show_default=True, help="Seconds between journal flushes.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any mitmproxy option (repeatable).")
 def record(
@@ -88,8 +90,12 @@ def record(
 
 @cli.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Dataset directory.")
-@click.option("--text", type=click.Choice(TEXT_POLICIES), default="keep", show_default=True, help="Message text policy.")
+@click.option(
+    "--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Dataset directory."
+)
+@click.option(
+    "--text", type=click.Choice(TEXT_POLICIES), default="keep", show_default=True, help="Message text policy."
+)
 def ingest(files: tuple[Path, ...], out: Path, text: str) -> None:
     """Import mitmproxy flow files (mitmdump -w) and HAR files into a dataset.
 
@@ -152,20 +158,35 @@ def _when(text: str | None, end: bool) -> object:
     try:
         return parse_when(text, end=end)
     except ValueError:
-        raise click.BadParameter(f"{text!r} is not an ISO date or time; write e.g. 2026-12-01 or 2026-12-01T09:30Z") from None
+        raise click.BadParameter(
+            f"{text!r} is not an ISO date or time; write e.g. 2026-12-01 or 2026-12-01T09:30Z"
+        ) from None
 
 
 @cli.command()
 @click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown", "html"]), default="text",
-              show_default=True, help="Output format.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown", "html"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE, not stdout.")
-@click.option("--by", "by", multiple=True, type=click.Choice(["agent", "day", "routine"]),
-              help="Add a breakdown (repeatable).")
+@click.option(
+    "--by",
+    "by",
+    multiple=True,
+    type=click.Choice(["agent", "day", "routine"]),
+    help="Add a breakdown (repeatable).",
+)
 @click.option("--agent", "agents", multiple=True, help="Only these agents (repeatable).")
 @click.option("--since", help="Only traffic at or after this UTC date/time (ISO 8601).")
 @click.option("--until", help="Only traffic before this UTC date/time; a bare date includes that whole day.")
-@click.option("--stale-after", help="Report open routine instances idle longer than this (e.g. 30min, 2h, 1d) as stale.")
+@click.option(
+    "--stale-after", help="Report open routine instances idle longer than this (e.g. 30min, 2h, 1d) as stale."
+)
 def report(
     dataset: Path,
     fmt: str,
@@ -196,7 +217,10 @@ def report(
         by = tuple(dict.fromkeys((*by, "agent", "day")))
     try:
         frames = load_frames(dataset, window)
-    except (OSError, ValueError) as e:  # pyarrow's errors on unreadable files are ValueError/OSError subclasses
+    except (
+        OSError,
+        ValueError,
+    ) as e:  # pyarrow's errors on unreadable files are ValueError/OSError subclasses
         raise click.ClickException(f"cannot read the dataset {dataset}: {e}") from e
     rendered = FORMATS[fmt](build_report(frames, window, by=by, stale_after=stale))  # type: ignore[arg-type]
     if output is None:
@@ -207,17 +231,42 @@ def report(
 
 
 @cli.group(invoke_without_command=True)
-@click.option("--out", "out", default="converse-tap-demo", show_default=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Where the dataset, ground truth and HTML report go.")
-@click.option("--conversations", default=60, show_default=True, type=click.IntRange(1, 100_000), help="How many conversations.")
+@click.option(
+    "--out",
+    "out",
+    default="converse-tap-demo",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the dataset, ground truth and HTML report go.",
+)
+@click.option(
+    "--conversations",
+    default=60,
+    show_default=True,
+    type=click.IntRange(1, 100_000),
+    help="How many conversations.",
+)
 @click.option("--seed", default=7, show_default=True, type=int, help="Chooses the conversation mix.")
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 256), help="Conversations at once.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True,
-              help="Format of the report printed at the end.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+    help="Format of the report printed at the end.",
+)
 @click.option("--keep-running", is_flag=True, help="Leave agent and proxy up after the traffic (Ctrl-C stops them).")
 @click.pass_context
-def demo(ctx: click.Context, out: Path, conversations: int, seed: int, concurrency: int, fmt: str,
-         keep_running: bool) -> None:
+def demo(
+    ctx: click.Context,
+    out: Path,
+    conversations: int,
+    seed: int,
+    concurrency: int,
+    fmt: str,
+    keep_running: bool,
+) -> None:
     """Run the whole pipeline on loopback: a converse agent, the recording proxy, a client driving traffic.
 
     \b
@@ -236,14 +285,23 @@ def demo(ctx: click.Context, out: Path, conversations: int, seed: int, concurren
     try:
         if out.exists() and any((out / t).exists() for t in ("exchanges", "messages", "agent_cards")):
             raise click.ClickException(
-                f"{out} already holds a dataset; pass another --out or delete it, so the report shows this run only")
+                f"{out} already holds a dataset; pass another --out or delete it, so the report shows this run only"
+            )
         check_writable(out)
     except OSError as e:
         raise click.ClickException(f"cannot write to {out}: {e}") from e
     with click.progressbar(length=conversations, label="conversations", file=sys.stderr) as bar:
-        result = asyncio.run(run_demo(out, conversations, seed, concurrency, keep_running,
-                                      progress=lambda _plan: bar.update(1),
-                                      announce=lambda msg: click.echo(msg, err=True)))
+        result = asyncio.run(
+            run_demo(
+                out,
+                conversations,
+                seed,
+                concurrency,
+                keep_running,
+                progress=lambda _plan: bar.update(1),
+                announce=lambda msg: click.echo(msg, err=True),
+            )
+        )
     report_dict = build_report(load_frames(out), by=("agent", "day"))
     html_path = out / "report.html"
     html_path.write_text(FORMATS["html"](report_dict), encoding="utf-8")

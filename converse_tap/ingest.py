@@ -52,7 +52,9 @@ def read_flow_file(path: Path) -> Iterator[http.HTTPFlow]:
                 if isinstance(flow, http.HTTPFlow):
                     yield flow
         except exceptions.FlowReadException as e:
-            raise IngestError(path, f"byte {offset} (after flow {count})", f"{e}; the file looks truncated or corrupt") from e
+            raise IngestError(
+                path, f"byte {offset} (after flow {count})", f"{e}; the file looks truncated or corrupt"
+            ) from e
         except (ValueError, TypeError, KeyError) as e:  # tnetstring surprises on damaged input
             raise IngestError(path, f"byte {offset} (after flow {count})", f"unreadable flow: {e}") from e
 

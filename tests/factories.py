@@ -30,8 +30,13 @@ def envelope(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in env.items() if v is not None}
 
 
-def agent_message(mid: str = "m-agent", text: str = "You can return it within 30 days.", env: Any = "default",
-                  v03: bool = False, **extra: Any) -> dict[str, Any]:
+def agent_message(
+    mid: str = "m-agent",
+    text: str = "You can return it within 30 days.",
+    env: Any = "default",
+    v03: bool = False,
+    **extra: Any,
+) -> dict[str, Any]:
     msg: dict[str, Any] = {
         "messageId": mid,
         "contextId": "ctx-1",
@@ -47,8 +52,9 @@ def agent_message(mid: str = "m-agent", text: str = "You can return it within 30
     return msg
 
 
-def user_message(mid: str = "m-user", text: str = "How long do I have to return an order?", v03: bool = False,
-                 **extra: Any) -> dict[str, Any]:
+def user_message(
+    mid: str = "m-user", text: str = "How long do I have to return an order?", v03: bool = False, **extra: Any
+) -> dict[str, Any]:
     msg: dict[str, Any] = {
         "messageId": mid,
         "role": "user" if v03 else "ROLE_USER",

@@ -23,18 +23,34 @@ def _har(path: Path, entries: list) -> None:
 
 
 def _entry(text: str = "hi", url: str = "http://agent.test/a2a") -> dict:
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-        "messageId": "u", "role": "ROLE_USER", "parts": [{"text": text}]}}})
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {"message": {"messageId": "u", "role": "ROLE_USER", "parts": [{"text": text}]}},
+        }
+    )
     reply = jsonrpc_result({"message": agent_message()}, rid=1).decode()
     return {
-        "startedDateTime": "2026-12-01T10:00:00.000Z", "time": 12.5,
-        "request": {"method": "POST", "url": url, "httpVersion": "HTTP/1.1",
-                    "headers": [{"name": "Content-Type", "value": "application/json"},
-                                {"name": "Authorization", "value": "Bearer SEKRIT"}],
-                    "postData": {"mimeType": "application/json", "text": body}},
-        "response": {"status": 200, "httpVersion": "HTTP/1.1",
-                     "headers": [{"name": "Content-Type", "value": "application/json"}],
-                     "content": {"mimeType": "application/json", "text": reply}},
+        "startedDateTime": "2026-12-01T10:00:00.000Z",
+        "time": 12.5,
+        "request": {
+            "method": "POST",
+            "url": url,
+            "httpVersion": "HTTP/1.1",
+            "headers": [
+                {"name": "Content-Type", "value": "application/json"},
+                {"name": "Authorization", "value": "Bearer SEKRIT"},
+            ],
+            "postData": {"mimeType": "application/json", "text": body},
+        },
+        "response": {
+            "status": 200,
+            "httpVersion": "HTTP/1.1",
+            "headers": [{"name": "Content-Type", "value": "application/json"}],
+            "content": {"mimeType": "application/json", "text": reply},
+        },
         "timings": {"send": 1, "wait": 10, "receive": 1.5},
     }
 

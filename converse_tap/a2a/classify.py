@@ -115,8 +115,16 @@ def classify(method: str, url: str, headers: Headers, body: bytes | None) -> A2A
             base = base[:-3]
         task = m.groupdict().get("task")
         sure = certain or _has_a2a_headers(headers)
-        return A2ARequest("rest", operation, f"{verb} {m.group(0)[len(m['base']) :]}", dialect, origin + base,
-                          params=params, task_id=task, certain=sure)
+        return A2ARequest(
+            "rest",
+            operation,
+            f"{verb} {m.group(0)[len(m['base']) :]}",
+            dialect,
+            origin + base,
+            params=params,
+            task_id=task,
+            certain=sure,
+        )
     return None
 
 

@@ -14,7 +14,17 @@ from .constants import CONVERSE_URI
 from .envelope import empty_envelope, find_envelope, flatten_envelope
 from .exchange import HttpExchange
 from .headers import split_uris
-from .objects import Sighting, Walk, extensions_of, get, normalise_role, part_kind, parts_of, text_of, walk_result
+from .objects import (
+    Sighting,
+    Walk,
+    extensions_of,
+    get,
+    normalise_role,
+    part_kind,
+    parts_of,
+    text_of,
+    walk_result,
+)
 from .redact import TextPolicy, redact_url
 from .sse import parse_sse
 
@@ -48,7 +58,12 @@ def _loads(data: bytes | str) -> tuple[Any, str | None]:
 
 def _error_fields(err: Any) -> dict[str, Any]:
     """JSON-RPC error object or REST error body -> code/status/message/reason."""
-    out: dict[str, Any] = {"error_code": None, "error_status": None, "error_message": None, "error_reason": None}
+    out: dict[str, Any] = {
+        "error_code": None,
+        "error_status": None,
+        "error_message": None,
+        "error_reason": None,
+    }
     if not isinstance(err, dict):
         out["error_message"] = None if err is None else str(err)[:500]
         return out
@@ -232,7 +247,12 @@ class _Ctx:
             if not isinstance(doc, dict):
                 row["anomalies"].append(f"jsonrpc_response_not_object{':' + where if where else ''}")
                 return False
-            if req.jsonrpc_id is not None and "id" in doc and doc["id"] is not None and str(doc["id"]) != req.jsonrpc_id:
+            if (
+                req.jsonrpc_id is not None
+                and "id" in doc
+                and doc["id"] is not None
+                and str(doc["id"]) != req.jsonrpc_id
+            ):
                 row["anomalies"].append("jsonrpc_id_mismatch")
             if "error" in doc or error_event:
                 self._error(doc.get("error", doc))

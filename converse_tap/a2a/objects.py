@@ -9,7 +9,12 @@ from typing import Any
 from .constants import ROLES, TASK_STATE_NUMBERS, TASK_STATES
 
 # v0.3 `kind` discriminators and v1.0 / snake_case wrapper keys -> one event-kind vocabulary
-_KINDS = {"task": "task", "message": "message", "status-update": "statusUpdate", "artifact-update": "artifactUpdate"}
+_KINDS = {
+    "task": "task",
+    "message": "message",
+    "status-update": "statusUpdate",
+    "artifact-update": "artifactUpdate",
+}
 _WRAPPERS = {
     "task": "task",
     "message": "message",
@@ -114,7 +119,9 @@ def walk_result(value: Any, location: str, w: Walk) -> None:
         return
     if "status" in value and "id" in value:  # bare Task (GetTask, CancelTask, SubscribeToTask snapshot)
         _walk_kind("task", value, location, w)
-    elif ("messageId" in value or "message_id" in value) and ("parts" in value or "content" in value or "role" in value):
+    elif ("messageId" in value or "message_id" in value) and (
+        "parts" in value or "content" in value or "role" in value
+    ):
         _walk_kind("message", value, location, w)
     elif isinstance(value.get("tasks"), list):  # ListTasks
         for i, t in enumerate(value["tasks"]):
@@ -165,9 +172,7 @@ def _walk_task(task: dict[str, Any], location: str, w: Walk, summarise: bool) ->
     if isinstance(artifacts, list):
         for i, a in enumerate(artifacts):
             if isinstance(a, dict):
-                w.sightings.append(
-                    Sighting(f"{location}.artifacts[{i}]", "artifact", "task", a, task_id, context_id)
-                )
+                w.sightings.append(Sighting(f"{location}.artifacts[{i}]", "artifact", "task", a, task_id, context_id))
     if isinstance(status, dict) and isinstance(status.get("message"), dict):
         w.sightings.append(
             Sighting(f"{location}.status.message", "message", "task", status["message"], task_id, context_id, state)

@@ -121,9 +121,8 @@ class SseParser:
                 self._data_bytes += len(value) + 1
         elif name == b"event":
             self._event = value.decode("utf-8", "replace")
-        elif name == b"id":
-            if b"\x00" not in value:
-                self._id = value.decode("utf-8", "replace")
+        elif name == b"id" and b"\x00" not in value:
+            self._id = value.decode("utf-8", "replace")
         # "retry" and unknown fields are ignored, as the standard says
         return None
 

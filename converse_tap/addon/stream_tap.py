@@ -48,7 +48,7 @@ class SseTap:
         return self.parser.comments
 
 
-def _decoder(encoding: str):  # type: ignore[no-untyped-def]
+def _decoder(encoding: str):
     if encoding in ("", "identity"):
         return None
     if encoding in ("gzip", "x-gzip"):

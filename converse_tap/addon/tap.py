@@ -39,9 +39,12 @@ class ConverseTap:
         self._pending: dict[str, _Pending] = {}
         self._failures_logged: set[str] = set()
 
-    def load(self, loader):  # type: ignore[no-untyped-def]
+    def load(self, loader):
         loader.add_option(
-            "converse_tap_dir", str, "converse-tap-data", "Directory of the Parquet dataset converse-tap writes."
+            "converse_tap_dir",
+            str,
+            "converse-tap-data",
+            "Directory of the Parquet dataset converse-tap writes.",
         )
         loader.add_option(
             "converse_tap_text",
@@ -155,8 +158,7 @@ class ConverseTap:
             self.writer.close()
             s = self.writer.stats
             log.info(
-                "converse-tap: %d A2A exchanges, rows written %s, %d dropped, %d extraction failures, "
-                "%d hook failures",
+                "converse-tap: %d A2A exchanges, rows written %s, %d dropped, %d extraction failures, %d hook failures",
                 s.exchanges,
                 s.rows_written,
                 s.rows_dropped,
@@ -217,8 +219,11 @@ class ConverseTap:
         self.counters["hook_failures"] += 1
         if hook not in self._failures_logged:
             self._failures_logged.add(hook)
-            log.exception("converse-tap: %s hook failed on %s (logged once per hook); traffic is unaffected",
-                          hook, flow.request.pretty_url)
+            log.exception(
+                "converse-tap: %s hook failed on %s (logged once per hook); traffic is unaffected",
+                hook,
+                flow.request.pretty_url,
+            )
         if hook in ("response", "error"):
             self._pending.pop(flow.id, None)
 

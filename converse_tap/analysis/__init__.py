@@ -1,9 +1,9 @@
 """Metrics over the recorded dataset: each a function from frames to a frame, usable from a notebook.
 
-    from converse_tap.analysis import load_frames, replies, turns, coverage_distribution
-    frames = load_frames("converse-tap-data")
-    rep = replies(frames.messages)
-    coverage_distribution(turns(rep))
+from converse_tap.analysis import load_frames, replies, turns, coverage_distribution
+frames = load_frames("converse-tap-data")
+rep = replies(frames.messages)
+coverage_distribution(turns(rep))
 """
 
 from .load import Frames, Window, load_frames

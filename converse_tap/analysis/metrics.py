@@ -6,6 +6,7 @@ Sightings become facts first: `replies` keeps one row per distinct agent message
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -35,8 +36,13 @@ def replies(messages: pd.DataFrame) -> pd.DataFrame:
     """
     m = messages
     if m.empty:
-        return _plain(m.assign(reply_key=pd.Series(dtype=object), first_seen=m.get("ts"),
-                               conversation=pd.Series(dtype=object)))
+        return _plain(
+            m.assign(
+                reply_key=pd.Series(dtype=object),
+                first_seen=m.get("ts"),
+                conversation=pd.Series(dtype=object),
+            )
+        )
     m = m[(m["role"].astype(object) == "agent") & m["has_envelope"].astype(bool)]
     if "object_kind" in m.columns:
         m = m[m["object_kind"].astype(object) == "message"]
@@ -113,26 +119,37 @@ def author_share(replies: pd.DataFrame) -> pd.DataFrame:
 
 def conversations(replies: pd.DataFrame) -> pd.DataFrame:
     """Per conversation: replies, human-written replies, suppressed turns, and ownership changes."""
-    cols = ["agent", "conversation", "replies", "human_replies", "suppressed_turns", "handoffs_to_human",
-            "handbacks_to_agent", "first_seen", "last_seen"]
+    cols = [
+        "agent",
+        "conversation",
+        "replies",
+        "human_replies",
+        "suppressed_turns",
+        "handoffs_to_human",
+        "handbacks_to_agent",
+        "first_seen",
+        "last_seen",
+    ]
     if replies.empty:
         return pd.DataFrame(columns=cols)
     rows = []
     for (agent, conv), g in replies.groupby(["agent", "conversation"], sort=True):
         states = [s for s in g["ownership_state"] if s is not None and s == s]
-        to_human = sum(1 for a, b in zip(states, states[1:], strict=False) if a == "ai_owned" and b == "human_owned")
-        to_agent = sum(1 for a, b in zip(states, states[1:], strict=False) if a == "human_owned" and b == "ai_owned")
-        rows.append({
-            "agent": agent,
-            "conversation": conv,
-            "replies": len(g),
-            "human_replies": int((g["author"] == "human").sum()),
-            "suppressed_turns": int((g["ownership_suppressed"] == True).sum()),  # noqa: E712 (nullable)
-            "handoffs_to_human": to_human,
-            "handbacks_to_agent": to_agent,
-            "first_seen": g["first_seen"].min(),
-            "last_seen": g["first_seen"].max(),
-        })
+        to_human = sum(1 for a, b in pairwise(states) if a == "ai_owned" and b == "human_owned")
+        to_agent = sum(1 for a, b in pairwise(states) if a == "human_owned" and b == "ai_owned")
+        rows.append(
+            {
+                "agent": agent,
+                "conversation": conv,
+                "replies": len(g),
+                "human_replies": int((g["author"] == "human").sum()),
+                "suppressed_turns": int((g["ownership_suppressed"] == True).sum()),  # noqa: E712 (nullable)
+                "handoffs_to_human": to_human,
+                "handbacks_to_agent": to_agent,
+                "first_seen": g["first_seen"].min(),
+                "last_seen": g["first_seen"].max(),
+            }
+        )
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -156,8 +173,22 @@ def routine_instances(
     last status before abandonment. With `stale_after`, open instances idle longer than that before `now`
     (default: the last reply seen in the data) are marked stale.
     """
-    cols = ["agent", "conversation", "routine", "tool_name", "instance", "outcome", "stale", "turns",
-            "started", "ended", "last_seen", "seconds", "last_status", "abandoned_at"]
+    cols = [
+        "agent",
+        "conversation",
+        "routine",
+        "tool_name",
+        "instance",
+        "outcome",
+        "stale",
+        "turns",
+        "started",
+        "ended",
+        "last_seen",
+        "seconds",
+        "last_status",
+        "abandoned_at",
+    ]
     if replies.empty:
         return pd.DataFrame(columns=cols)
     r = replies[replies["routine_status"].notna()]
@@ -173,10 +204,22 @@ def routine_instances(
         for rec in g.itertuples(index=False):
             if current is None:
                 n += 1
-                current = {"agent": agent, "conversation": conv, "routine": routine,
-                           "tool_name": rec.routine_tool_name, "instance": n, "outcome": "open", "stale": False,
-                           "turns": 0, "started": rec.first_seen, "ended": pd.NaT, "last_seen": rec.first_seen,
-                           "seconds": None, "last_status": None, "abandoned_at": []}
+                current = {
+                    "agent": agent,
+                    "conversation": conv,
+                    "routine": routine,
+                    "tool_name": rec.routine_tool_name,
+                    "instance": n,
+                    "outcome": "open",
+                    "stale": False,
+                    "turns": 0,
+                    "started": rec.first_seen,
+                    "ended": pd.NaT,
+                    "last_seen": rec.first_seen,
+                    "seconds": None,
+                    "last_status": None,
+                    "abandoned_at": [],
+                }
                 previous_open = []
             current["turns"] += 1
             current["last_seen"] = rec.first_seen
@@ -208,8 +251,19 @@ def _seconds(start: Any, end: Any) -> float | None:
 def routine_summary(instances: pd.DataFrame) -> pd.DataFrame:
     """Per routine: instances by outcome, abandonment rate (abandoned / (completed + abandoned)) with its
     Wilson interval, stale open instances, median turns and seconds of closed instances."""
-    cols = ["routine", "instances", "completed", "abandoned", "open", "stale", "abandonment_rate", "ci_low",
-            "ci_high", "median_turns", "median_seconds"]
+    cols = [
+        "routine",
+        "instances",
+        "completed",
+        "abandoned",
+        "open",
+        "stale",
+        "abandonment_rate",
+        "ci_low",
+        "ci_high",
+        "median_turns",
+        "median_seconds",
+    ]
     rows = []
     for routine, g in instances.groupby("routine", sort=True):
         rows.append(_routine_row(g, routine=routine))
@@ -243,7 +297,7 @@ def routine_totals(instances: pd.DataFrame) -> dict[str, Any]:
 def abandoned_slots(instances: pd.DataFrame) -> pd.DataFrame:
     """Which required slot was still open when users abandoned: one count per abandoned instance and slot."""
     a = instances[instances["outcome"] == "abandoned"] if not instances.empty else instances
-    rows = [(r.routine, slot) for r in a.itertuples(index=False) for slot in (r.abandoned_at or [NONE])]
+    rows = [(r["routine"], slot) for r in a.to_dict("records") for slot in (r["abandoned_at"] or [NONE])]
     frame = pd.DataFrame(rows, columns=["routine", "slot"])
     out = frame.value_counts().rename("abandoned").reset_index()
     return out.sort_values(["abandoned", "routine", "slot"], ascending=[False, True, True]).reset_index(drop=True)
@@ -254,8 +308,9 @@ def invocation_outcomes(replies: pd.DataFrame) -> pd.DataFrame:
     if replies.empty:
         return pd.DataFrame(columns=["tool", "outcome", "count"])
     inv = replies[replies["invocation_outcome"].notna() | replies["invocation_tool_name"].notna()]
-    frame = pd.DataFrame({"tool": inv["invocation_tool_name"].fillna(NONE),
-                          "outcome": inv["invocation_outcome"].fillna(NONE)})
+    frame = pd.DataFrame(
+        {"tool": inv["invocation_tool_name"].fillna(NONE), "outcome": inv["invocation_outcome"].fillna(NONE)}
+    )
     out = frame.value_counts().rename("count").reset_index()
     return out.sort_values(["tool", "outcome"]).reset_index(drop=True)
 
@@ -266,8 +321,13 @@ def citation_summary(turns: pd.DataFrame) -> dict[str, Any]:
     answered = a[a["coverage"] == "answered"] if not a.empty else a
     uncited = int((answered["citation_count"].fillna(0) == 0).sum()) if not answered.empty else 0
     share, lo, hi = wilson(uncited, len(answered))
-    return {"answered_turns": len(answered), "answered_without_citation": uncited, "share": share,
-            "ci_low": lo, "ci_high": hi}
+    return {
+        "answered_turns": len(answered),
+        "answered_without_citation": uncited,
+        "share": share,
+        "ci_low": lo,
+        "ci_high": hi,
+    }
 
 
 def most_cited(replies: pd.DataFrame, top: int = 10) -> pd.DataFrame:
@@ -305,8 +365,10 @@ def adoption(exchanges: pd.DataFrame, messages: pd.DataFrame) -> pd.DataFrame:
     else:
         distinct = carried = 0
     rows = []
-    for metric, k, n in (("requests_asking_converse", asked, len(calls)),
-                         ("agent_messages_with_envelope", carried, distinct)):
+    for metric, k, n in (
+        ("requests_asking_converse", asked, len(calls)),
+        ("agent_messages_with_envelope", carried, distinct),
+    ):
         share, lo, hi = wilson(k, n)
         rows.append({"metric": metric, "count": k, "of": n, "share": share, "ci_low": lo, "ci_high": hi})
     return pd.DataFrame(rows)
@@ -316,8 +378,11 @@ def anomaly_counts(exchanges: pd.DataFrame, messages: pd.DataFrame, cards: pd.Da
     """Conformance anomalies by table and code (the part before ':'), with one verbatim example each.
     Message anomalies count once per distinct message, however often it was sighted."""
     frames = []
-    for table, frame, key in (("exchanges", exchanges, "exchange_id"), ("messages", messages, None),
-                              ("agent_cards", cards, None)):
+    for table, frame, key in (
+        ("exchanges", exchanges, "exchange_id"),
+        ("messages", messages, None),
+        ("agent_cards", cards, None),
+    ):
         if frame.empty or "anomalies" not in frame.columns:
             continue
         f = frame[["anomalies"]].copy()
@@ -336,5 +401,6 @@ def anomaly_counts(exchanges: pd.DataFrame, messages: pd.DataFrame, cards: pd.Da
     allrows = pd.concat(frames, ignore_index=True)
     allrows["code"] = allrows["anomalies"].str.split(":", n=1).str[0]
     out = allrows.groupby(["table", "code"]).agg(count=("anomalies", "size"), example=("anomalies", "first"))
-    return out.reset_index().sort_values(["count", "table", "code"], ascending=[False, True, True]).reset_index(
-        drop=True)
+    return (
+        out.reset_index().sort_values(["count", "table", "code"], ascending=[False, True, True]).reset_index(drop=True)
+    )

@@ -79,8 +79,10 @@ def to_json(report: dict[str, Any]) -> str:
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:70em;color:#222}
 h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.8em}
-table{border-collapse:collapse;margin:.6em 0 1.2em}th,td{padding:.25em .7em;border-bottom:1px solid #eee;text-align:left}
-th{background:#f6f6f6}td.n{text-align:right;font-variant-numeric:tabular-nums}caption{text-align:left;font-weight:600;
+table{border-collapse:collapse;margin:.6em 0 1.2em}
+th,td{padding:.25em .7em;border-bottom:1px solid #eee;text-align:left}
+th{background:#f6f6f6}td.n{text-align:right;font-variant-numeric:tabular-nums}
+caption{text-align:left;font-weight:600;
 padding:.3em 0}.note{color:#555}figure{margin:1em 0}figcaption{font-weight:600;margin-bottom:.3em}
 """
 

@@ -30,7 +30,7 @@ def _num(value: Any) -> Any:
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{k: _plainvalue(v) for k, v in row.items()} for row in frame.to_dict("records")]
+    return [{str(k): _plainvalue(v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
 def _plainvalue(v: Any) -> Any:
@@ -49,19 +49,18 @@ def _plainvalue(v: Any) -> Any:
 def coverage_section(turns: pd.DataFrame) -> dict[str, Any]:
     dist = m.coverage_distribution(turns)
     assessed = len(m.assessed(turns))
-    by_cov: dict[str, Any] = {v: {"count": 0, "share": 0.0 if assessed else None, "ci_low": None, "ci_high": None}
-                              for v in sorted(COVERAGE)}
+    by_cov: dict[str, Any] = {
+        v: {"count": 0, "share": 0.0 if assessed else None, "ci_low": None, "ci_high": None} for v in sorted(COVERAGE)
+    }
     if assessed:
         for v in COVERAGE:  # zero counts still carry an interval
             by_cov[v].update(_wilson_dict(0, assessed))
-    for row in dist.itertuples(index=False):
-        by_cov[row.value] = {"count": row.count, "share": _num(row.share), "ci_low": _num(row.ci_low),
-                             "ci_high": _num(row.ci_high)}
-    by_reason = {r.value: {"count": r.count, "share": _num(r.share)}
-                 for r in m.coverage_reasons(turns).itertuples(index=False)}
+    for row in _records(dist):
+        by_cov[row["value"]] = {k: row[k] for k in ("count", "share", "ci_low", "ci_high")}
+    by_reason = {r["value"]: {"count": r["count"], "share": r["share"]} for r in _records(m.coverage_reasons(turns))}
     by_avail: dict[str, int] = dict.fromkeys(sorted(AVAILABILITY), 0)
-    for r in m.coverage_availability(turns).itertuples(index=False):
-        by_avail[r.value] = r.count
+    for r in _records(m.coverage_availability(turns)):
+        by_avail[r["value"]] = r["count"]
     return {
         "turns_with_coverage": len(turns),
         "turns_assessed": assessed,
@@ -81,8 +80,8 @@ def _wilson_dict(k: int, n: int) -> dict[str, Any]:
 def authors_section(replies: pd.DataFrame) -> dict[str, Any]:
     shares = m.author_share(replies)
     by_author: dict[str, int] = dict.fromkeys(sorted(AUTHORS), 0)
-    for r in shares.itertuples(index=False):
-        by_author[r.value] = r.count
+    for r in _records(shares):
+        by_author[r["value"]] = r["count"]
     stated = int(shares["count"].sum()) if not shares.empty else 0
     human = _wilson_dict(by_author["human"], stated)
     conv = m.conversations(replies)
@@ -128,15 +127,23 @@ def invocations_section(replies: pd.DataFrame) -> dict[str, Any]:
     by_outcome: dict[str, int] = dict.fromkeys(sorted(INVOCATION_OUTCOMES), 0)
     for outcome, count in inv.groupby("outcome")["count"].sum().items():
         by_outcome[str(outcome)] = int(count)
-    return {"total": int(inv["count"].sum()) if len(inv) else 0, "by_outcome": by_outcome, "by_tool": _records(inv)}
+    return {
+        "total": int(inv["count"].sum()) if len(inv) else 0,
+        "by_outcome": by_outcome,
+        "by_tool": _records(inv),
+    }
 
 
 def citations_section(turns: pd.DataFrame, replies: pd.DataFrame) -> dict[str, Any]:
-    return {**{k: _num(v) for k, v in m.citation_summary(turns).items()}, "most_cited": _records(m.most_cited(replies))}
+    return {
+        **{k: _num(v) for k, v in m.citation_summary(turns).items()},
+        "most_cited": _records(m.most_cited(replies)),
+    }
 
 
-def _sections(replies: pd.DataFrame, turns: pd.DataFrame, instances: pd.DataFrame,
-              stale_after: pd.Timedelta | None) -> dict[str, Any]:
+def _sections(
+    replies: pd.DataFrame, turns: pd.DataFrame, instances: pd.DataFrame, stale_after: pd.Timedelta | None
+) -> dict[str, Any]:
     return {
         "coverage": coverage_section(turns),
         "authors": authors_section(replies),
@@ -150,8 +157,13 @@ def _day(ts: pd.Series) -> pd.Series:
     return ts.dt.strftime("%Y-%m-%d").fillna(m.NONE)
 
 
-def _groups(by: str, replies: pd.DataFrame, turns: pd.DataFrame, instances: pd.DataFrame,
-            stale_after: pd.Timedelta | None) -> dict[str, Any]:
+def _groups(
+    by: str,
+    replies: pd.DataFrame,
+    turns: pd.DataFrame,
+    instances: pd.DataFrame,
+    stale_after: pd.Timedelta | None,
+) -> dict[str, Any]:
     if by == "agent":
         rk, tk, ik = replies["agent"], turns["agent"], instances["agent"]
     elif by == "day":
@@ -213,8 +225,10 @@ def build_report(
         },
         **_sections(rep, trn, inst, stale_after),
         "conformance": {
-            "adoption": {r["metric"]: {k: v for k, v in r.items() if k != "metric"}
-                         for r in _records(m.adoption(frames.exchanges, frames.messages))},
+            "adoption": {
+                r["metric"]: {k: v for k, v in r.items() if k != "metric"}
+                for r in _records(m.adoption(frames.exchanges, frames.messages))
+            },
             "anomalies": _records(m.anomaly_counts(frames.exchanges, frames.messages, frames.agent_cards)),
             "agent_cards": _cards(frames.agent_cards),
         },
@@ -230,15 +244,17 @@ def _cards(cards: pd.DataFrame) -> list[dict[str, Any]]:
         return []
     latest = cards.sort_values("ts").drop_duplicates(["agent", "source"], keep="last")
     out = []
-    for r in latest.itertuples(index=False):
-        tools = list(r.tools) if r.tools is not None else []
-        out.append({
-            "agent": r.agent,
-            "source": str(r.source),
-            "name": _plainvalue(r.name),
-            "converse_declared": bool(r.converse_declared),
-            "mcp_url": _plainvalue(r.mcp_url),
-            "tools": [t["tool_name"] for t in tools],
-            "tools_match_skills": _plainvalue(r.tools_match_skills),
-        })
+    for r in latest.to_dict("records"):
+        tools: list[dict[str, Any]] = list(r["tools"]) if r["tools"] is not None else []
+        out.append(
+            {
+                "agent": r["agent"],
+                "source": str(r["source"]),
+                "name": _plainvalue(r["name"]),
+                "converse_declared": bool(r["converse_declared"]),
+                "mcp_url": _plainvalue(r["mcp_url"]),
+                "tools": [t["tool_name"] for t in tools],
+                "tools_match_skills": _plainvalue(r["tools_match_skills"]),
+            }
+        )
     return sorted(out, key=lambda c: (c["agent"], c["source"]))

@@ -56,25 +56,40 @@ def report_sections(report: dict[str, Any]) -> list[Section]:
     out.append(head)
 
     s = Section("Answer coverage")
-    s.tables.append(Table(
-        f"Coverage of {cov['turns_assessed']} assessed turns",
-        ["coverage", "turns", "share", "95% CI"],
-        [[k, v["count"], pct(v["share"]), ci(v["ci_low"], v["ci_high"])] for k, v in cov["by_coverage"].items()],
-    ))
+    s.tables.append(
+        Table(
+            f"Coverage of {cov['turns_assessed']} assessed turns",
+            ["coverage", "turns", "share", "95% CI"],
+            [[k, v["count"], pct(v["share"]), ci(v["ci_low"], v["ci_high"])] for k, v in cov["by_coverage"].items()],
+        )
+    )
     if cov["by_reason"]:
-        s.tables.append(Table("Reasons (assessed turns)", ["reason", "turns", "share"],
-                              [[k, v["count"], pct(v["share"])] for k, v in cov["by_reason"].items()]))
-    s.tables.append(Table(f"Availability of {cov['turns_with_coverage']} turns with answerCoverage",
-                          ["availability", "turns"], [[k, v] for k, v in cov["by_availability"].items()]))
+        s.tables.append(
+            Table(
+                "Reasons (assessed turns)",
+                ["reason", "turns", "share"],
+                [[k, v["count"], pct(v["share"])] for k, v in cov["by_reason"].items()],
+            )
+        )
+    s.tables.append(
+        Table(
+            f"Availability of {cov['turns_with_coverage']} turns with answerCoverage",
+            ["availability", "turns"],
+            [[k, v] for k, v in cov["by_availability"].items()],
+        )
+    )
     out.append(s)
 
     s = Section("Authors and ownership")
-    s.tables.append(Table(
-        f"Author of {auth['replies_with_author']} replies that state one",
-        ["author", "replies"], [[k, v] for k, v in auth["by_author"].items()],
-        note=f"human share {pct(auth['human_share'])} "
-        f"(95% CI {ci(auth['human_share_ci_low'], auth['human_share_ci_high'])})",
-    ))
+    s.tables.append(
+        Table(
+            f"Author of {auth['replies_with_author']} replies that state one",
+            ["author", "replies"],
+            [[k, v] for k, v in auth["by_author"].items()],
+            note=f"human share {pct(auth['human_share'])} "
+            f"(95% CI {ci(auth['human_share_ci_low'], auth['human_share_ci_high'])})",
+        )
+    )
     s.lines.append(
         f"{auth['conversations_with_human']} of {auth['conversations']} conversations had a human-written reply; "
         f"{auth['suppressed_turns']} suppressed turns; ownership went to a person {auth['handoffs_to_human']} "
@@ -86,7 +101,8 @@ def report_sections(report: dict[str, Any]) -> list[Section]:
     stale = rout["stale"] is not None
     s.lines.append(
         f"{rout['instances']} instances: {rout['completed']} completed, {rout['abandoned']} abandoned, "
-        f"{rout['open']} open" + (f" ({rout['stale']} stale)" if stale else "")
+        f"{rout['open']} open"
+        + (f" ({rout['stale']} stale)" if stale else "")
         + f"; abandonment rate {pct(rout['abandonment_rate'])} "
         f"(95% CI {ci(rout['abandonment_ci_low'], rout['abandonment_ci_high'])})"
     )
@@ -97,21 +113,40 @@ def report_sections(report: dict[str, Any]) -> list[Section]:
         for r in rout["by_routine"]:
             row = [r["routine"], r["instances"], r["completed"], r["abandoned"], r["open"]]
             row += [r["stale"]] if stale else []
-            row += [pct(r["abandonment_rate"]), ci(r["ci_low"], r["ci_high"]), num(r["median_turns"]),
-                    num(r["median_seconds"])]
+            row += [
+                pct(r["abandonment_rate"]),
+                ci(r["ci_low"], r["ci_high"]),
+                num(r["median_turns"]),
+                num(r["median_seconds"]),
+            ]
             rows.append(row)
         s.tables.append(Table("By routine", headers, rows))
     if rout["abandoned_at"]:
-        s.tables.append(Table("Required input still pending when users abandoned", ["routine", "slot", "abandoned"],
-                              [[r["routine"], r["slot"], r["abandoned"]] for r in rout["abandoned_at"]]))
+        s.tables.append(
+            Table(
+                "Required input still pending when users abandoned",
+                ["routine", "slot", "abandoned"],
+                [[r["routine"], r["slot"], r["abandoned"]] for r in rout["abandoned_at"]],
+            )
+        )
     out.append(s)
 
     s = Section("Invocations")
-    s.tables.append(Table(f"Outcomes of {inv['total']} typed routine calls", ["outcome", "calls"],
-                          [[k, v] for k, v in inv["by_outcome"].items()]))
+    s.tables.append(
+        Table(
+            f"Outcomes of {inv['total']} typed routine calls",
+            ["outcome", "calls"],
+            [[k, v] for k, v in inv["by_outcome"].items()],
+        )
+    )
     if inv["by_tool"]:
-        s.tables.append(Table("By tool", ["tool", "outcome", "calls"],
-                              [[r["tool"], r["outcome"], r["count"]] for r in inv["by_tool"]]))
+        s.tables.append(
+            Table(
+                "By tool",
+                ["tool", "outcome", "calls"],
+                [[r["tool"], r["outcome"], r["count"]] for r in inv["by_tool"]],
+            )
+        )
     out.append(s)
 
     s = Section("Citations")
@@ -120,23 +155,54 @@ def report_sections(report: dict[str, Any]) -> list[Section]:
         f"({pct(cit['share'])}, 95% CI {ci(cit['ci_low'], cit['ci_high'])})"
     )
     if cit["most_cited"]:
-        s.tables.append(Table("Most cited documents", ["document", "title", "replies"],
-                              [[r["document_id"], r["title"] or "", r["replies"]] for r in cit["most_cited"]]))
+        s.tables.append(
+            Table(
+                "Most cited documents",
+                ["document", "title", "replies"],
+                [[r["document_id"], r["title"] or "", r["replies"]] for r in cit["most_cited"]],
+            )
+        )
     out.append(s)
 
     s = Section("Conformance")
-    s.tables.append(Table("Extension adoption", ["what", "count", "of", "share", "95% CI"], [
-        [k.replace("_", " "), v["count"], v["of"], pct(v["share"]), ci(v["ci_low"], v["ci_high"])]
-        for k, v in conf["adoption"].items()]))
+    s.tables.append(
+        Table(
+            "Extension adoption",
+            ["what", "count", "of", "share", "95% CI"],
+            [
+                [k.replace("_", " "), v["count"], v["of"], pct(v["share"]), ci(v["ci_low"], v["ci_high"])]
+                for k, v in conf["adoption"].items()
+            ],
+        )
+    )
     if conf["anomalies"]:
-        s.tables.append(Table("Anomalies recorded", ["table", "anomaly", "count", "example"],
-                              [[a["table"], a["code"], a["count"], a["example"]] for a in conf["anomalies"]]))
+        s.tables.append(
+            Table(
+                "Anomalies recorded",
+                ["table", "anomaly", "count", "example"],
+                [[a["table"], a["code"], a["count"], a["example"]] for a in conf["anomalies"]],
+            )
+        )
     else:
         s.lines.append("no anomalies recorded")
     if conf["agent_cards"]:
-        s.tables.append(Table("Agent cards", ["agent", "card", "name", "converse", "MCP endpoint", "tools"], [
-            [c["agent"], c["source"], c["name"] or "", "yes" if c["converse_declared"] else "no", c["mcp_url"] or "",
-             ", ".join(t or "?" for t in c["tools"])] for c in conf["agent_cards"]]))
+        s.tables.append(
+            Table(
+                "Agent cards",
+                ["agent", "card", "name", "converse", "MCP endpoint", "tools"],
+                [
+                    [
+                        c["agent"],
+                        c["source"],
+                        c["name"] or "",
+                        "yes" if c["converse_declared"] else "no",
+                        c["mcp_url"] or "",
+                        ", ".join(t or "?" for t in c["tools"]),
+                    ]
+                    for c in conf["agent_cards"]
+                ],
+            )
+        )
     out.append(s)
 
     for by, groups in report.get("groups", {}).items():
@@ -145,9 +211,33 @@ def report_sections(report: dict[str, Any]) -> list[Section]:
         for key, g in groups.items():
             c, a, r = g["coverage"], g["authors"], g["routines"]
             answered = c["by_coverage"].get("answered", {})
-            rows.append([key, c["turns_assessed"], pct(answered.get("share")), a["replies_with_author"],
-                         pct(a["human_share"]), r["instances"], pct(r["abandonment_rate"]), g["invocations"]["total"]])
-        s.tables.append(Table("", [by, "assessed turns", "answered", "replies w/ author", "human share",
-                                   "routine instances", "abandonment", "invocations"], rows))
+            rows.append(
+                [
+                    key,
+                    c["turns_assessed"],
+                    pct(answered.get("share")),
+                    a["replies_with_author"],
+                    pct(a["human_share"]),
+                    r["instances"],
+                    pct(r["abandonment_rate"]),
+                    g["invocations"]["total"],
+                ]
+            )
+        s.tables.append(
+            Table(
+                "",
+                [
+                    by,
+                    "assessed turns",
+                    "answered",
+                    "replies w/ author",
+                    "human share",
+                    "routine instances",
+                    "abandonment",
+                    "invocations",
+                ],
+                rows,
+            )
+        )
         out.append(s)
     return out

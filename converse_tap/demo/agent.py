@@ -62,16 +62,27 @@ class ConverseExecutor(AgentExecutor):
         meta = {CONVERSE_URI: reply.envelope} if active else None
         extensions = [CONVERSE_URI] if active else []
         if reply.task_state is None:
-            out = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_AGENT, context_id=context.context_id,
-                          parts=[Part(text=reply.text)], extensions=extensions)
+            out = Message(
+                message_id=str(uuid.uuid4()),
+                role=Role.ROLE_AGENT,
+                context_id=context.context_id,
+                parts=[Part(text=reply.text)],
+                extensions=extensions,
+            )
             if meta:
                 out.metadata.update(meta)
             await event_queue.enqueue_event(out)
             return
         await self._task_turn(context, event_queue, reply, meta, extensions)
 
-    async def _task_turn(self, context: RequestContext, queue: EventQueue, reply: Reply,
-                         meta: dict[str, Any] | None, extensions: list[str]) -> None:
+    async def _task_turn(
+        self,
+        context: RequestContext,
+        queue: EventQueue,
+        reply: Reply,
+        meta: dict[str, Any] | None,
+        extensions: list[str],
+    ) -> None:
         task = context.current_task
         if task is None:
             assert context.message is not None
@@ -82,7 +93,10 @@ class ConverseExecutor(AgentExecutor):
         if reply.artifact is not None:
             await up.add_artifact(
                 parts=[Part(text=reply.artifact["text"]), Part(data=_value(reply.artifact["data"]))],
-                name=reply.artifact["name"], metadata=meta, extensions=extensions or None)
+                name=reply.artifact["name"],
+                metadata=meta,
+                extensions=extensions or None,
+            )
         out = up.new_agent_message(parts=[Part(text=reply.text)], metadata=meta)
         out.extensions.extend(extensions)
         if reply.task_state == "TASK_STATE_INPUT_REQUIRED":
@@ -104,15 +118,20 @@ def agent_card(base: str, agent_id: str, name: str) -> AgentCard:
         required=False,
     )
     mcp = f"{base}/mcp/a/{agent_id}"
-    ext.params.update({
-        "mcp": {"url": mcp, "serverCardUrl": f"{mcp}/server-card"},
-        "tools": [{"toolName": r.tool, "description": r.description, "inputSchema": r.input_schema()}
-                  for r in ROUTINES.values()],
-    })
+    ext.params.update(
+        {
+            "mcp": {"url": mcp, "serverCardUrl": f"{mcp}/server-card"},
+            "tools": [
+                {"toolName": r.tool, "description": r.description, "inputSchema": r.input_schema()}
+                for r in ROUTINES.values()
+            ],
+        }
+    )
     rpc, rest = f"{base}/a2a/{agent_id}", f"{base}/rest/{agent_id}"
     skills = [AgentSkill(id="ask_agent", name="Ask", description="Questions about the restaurant", tags=["faq"])]
-    skills += [AgentSkill(id=r.tool, name=r.name, description=r.description, tags=["routine"])
-               for r in ROUTINES.values()]
+    skills += [
+        AgentSkill(id=r.tool, name=r.name, description=r.description, tags=["routine"]) for r in ROUTINES.values()
+    ]
     return AgentCard(
         name=name,
         description=f"{name}: opening hours, allergens, bookings.",
@@ -123,8 +142,9 @@ def agent_card(base: str, agent_id: str, name: str) -> AgentCard:
             AgentInterface(url=rpc, protocol_binding="JSONRPC", protocol_version="0.3"),
             AgentInterface(url=rest, protocol_binding="HTTP+JSON", protocol_version="0.3"),
         ],
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False, extended_agent_card=False,
-                                       extensions=[ext]),
+        capabilities=AgentCapabilities(
+            streaming=True, push_notifications=False, extended_agent_card=False, extensions=[ext]
+        ),
         default_input_modes=["text/plain", "application/json"],
         default_output_modes=["text/plain", "application/json"],
         skills=skills,
@@ -147,8 +167,10 @@ class EchoExtensions:
 
         async def echo(message: dict[str, Any]) -> None:
             if active and message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), (b"a2a-extensions",
-                                                                                CONVERSE_URI.encode())]}
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", []), (b"a2a-extensions", CONVERSE_URI.encode())],
+                }
             await send(message)
 
         await self.app(scope, receive, echo)
@@ -161,12 +183,18 @@ def build_app(base: str) -> Starlette:
     rest: list[Any] = []
     for agent_id, name in AGENTS.items():
         card = agent_card(base, agent_id, name)
-        handler = DefaultRequestHandler(agent_executor=ConverseExecutor(), task_store=InMemoryTaskStore(),
-                                        agent_card=card)
+        handler = DefaultRequestHandler(
+            agent_executor=ConverseExecutor(), task_store=InMemoryTaskStore(), agent_card=card
+        )
         cards += create_agent_card_routes(card, card_url=f"/agents/{agent_id}/.well-known/agent-card.json")
         rpc += create_jsonrpc_routes(handler, rpc_url=f"/a2a/{agent_id}", enable_v0_3_compat=True)
         # the SDK mounts a catch-all /{tenant} beside the REST routes: give each agent its own sub-app
-        rest.append(Mount(f"/rest/{agent_id}", app=Starlette(routes=create_rest_routes(handler, enable_v0_3_compat=True))))
+        rest.append(
+            Mount(
+                f"/rest/{agent_id}",
+                app=Starlette(routes=create_rest_routes(handler, enable_v0_3_compat=True)),
+            )
+        )
     routes = cards + rpc + rest
     app = Starlette(routes=routes)
     app.add_middleware(EchoExtensions)

@@ -13,10 +13,16 @@ from typing import Any
 
 DOCS: dict[str, tuple[str, str]] = {
     "doc-hours": ("Opening hours", "We are open Tuesday to Sunday, 12:00-15:00 and 18:30-23:00."),
-    "doc-allergens": ("Allergens", "Every dish lists its allergens; gluten-free pasta is available on request."),
+    "doc-allergens": (
+        "Allergens",
+        "Every dish lists its allergens; gluten-free pasta is available on request.",
+    ),
     "doc-parking": ("Parking", "There is no private parking; the public garage on Via Roma is 200 m away."),
     "doc-cancel": ("Cancellation policy", "Bookings can be cancelled free of charge up to 24 hours before."),
-    "doc-cancel-2024": ("Cancellation policy (2024)", "Bookings can be cancelled free of charge up to 48 hours before."),
+    "doc-cancel-2024": (
+        "Cancellation policy (2024)",
+        "Bookings can be cancelled free of charge up to 48 hours before.",
+    ),
     "doc-giftcards": ("Gift cards", "Gift cards are sold at the counter in values of 25, 50 and 100 euros."),
 }
 TOPICS: list[tuple[tuple[str, ...], list[str]]] = [
@@ -107,9 +113,14 @@ _REF = re.compile(r"\b([A-Z]{3}-\d{4})\b")
 _NOTES = re.compile(r"notes?:\s*(.+)$", re.IGNORECASE)
 
 
-def _coverage(availability: str, coverage: str | None = None, reason: str | None = None,
-              turn: str = "") -> dict[str, Any]:
-    cov: dict[str, Any] = {"availability": availability, "originatingTurnId": turn, "originatingRequestId": f"req-{turn}"}
+def _coverage(
+    availability: str, coverage: str | None = None, reason: str | None = None, turn: str = ""
+) -> dict[str, Any]:
+    cov: dict[str, Any] = {
+        "availability": availability,
+        "originatingTurnId": turn,
+        "originatingRequestId": f"req-{turn}",
+    }
     if coverage:
         cov["coverage"] = coverage
     if reason:
@@ -123,25 +134,40 @@ def answer(text: str, turn: str) -> tuple[str, dict[str, Any], list[str]]:
     if any(w in low for w in NOT_ASSESSABLE):
         return "Vouchers are handled by the front desk.", _coverage("failed", turn=turn), []
     if any(w in low for w in OFF_TOPIC):
-        return ("I can only help with the restaurant.",
-                _coverage("assessed", "unanswered", "intentional_scope_boundary", turn), [])
+        return (
+            "I can only help with the restaurant.",
+            _coverage("assessed", "unanswered", "intentional_scope_boundary", turn),
+            [],
+        )
     docs = [d for words, ids in TOPICS if any(w in low for w in words) for d in ids]
     unknown = any(w in low for w in UNKNOWN_IN_DOMAIN)
     if not docs:
         if unknown:
-            return ("I don't have anything on that, sorry.",
-                    _coverage("assessed", "unanswered", "insufficient_evidence", turn), [])
+            return (
+                "I don't have anything on that, sorry.",
+                _coverage("assessed", "unanswered", "insufficient_evidence", turn),
+                [],
+            )
         if any(w in low for w in VAGUE):
-            return "Happy to help. What would you like to know?", _coverage(
-                "assessed", "unclear", "ambiguous_request", turn), []
+            return (
+                "Happy to help. What would you like to know?",
+                _coverage("assessed", "unclear", "ambiguous_request", turn),
+                [],
+            )
         return "Could you tell me more?", _coverage("assessed", "unclear", "ambiguous_request", turn), []
     body = " ".join(DOCS[d][1] for d in docs)
     if len(docs) > 1:
-        return (f"Our documents disagree: {body}",
-                _coverage("assessed", "partial", "conflicting_evidence", turn), docs)
+        return (
+            f"Our documents disagree: {body}",
+            _coverage("assessed", "partial", "conflicting_evidence", turn),
+            docs,
+        )
     if unknown:
-        return (f"{body} I can't tell you more than that.",
-                _coverage("assessed", "partial", "insufficient_evidence", turn), docs)
+        return (
+            f"{body} I can't tell you more than that.",
+            _coverage("assessed", "partial", "insufficient_evidence", turn),
+            docs,
+        )
     return body, _coverage("assessed", "answered", "sufficient_evidence", turn), docs
 
 
@@ -177,11 +203,15 @@ def _routine_env(run: RoutineRun) -> dict[str, Any]:
     return env
 
 
-def _advance(conv: Conversation, run: RoutineRun, turn: str, invocation: dict[str, Any] | None,
-             approved: bool = False) -> Reply:
+def _advance(
+    conv: Conversation, run: RoutineRun, turn: str, invocation: dict[str, Any] | None, approved: bool = False
+) -> Reply:
     """Move a routine on after its slots were filled from this turn."""
-    envelope: dict[str, Any] = {"author": "agent", "answerCoverage": _coverage("not_recorded", turn=turn),
-                                "ownership": {"state": conv.owner, "suppressed": False}}
+    envelope: dict[str, Any] = {
+        "author": "agent",
+        "answerCoverage": _coverage("not_recorded", turn=turn),
+        "ownership": {"state": conv.owner, "suppressed": False},
+    }
     if invocation:
         envelope["invocation"] = invocation
     book = run.routine.tool == "book_table"
@@ -190,11 +220,19 @@ def _advance(conv: Conversation, run: RoutineRun, turn: str, invocation: dict[st
         question = " ".join(s.description for s in run.open_required())
         envelope["routine"] = _routine_env(run)
         return Reply(question, envelope, "TASK_STATE_INPUT_REQUIRED")
-    if book and not approved and int(run.values.get("partySize", 0)) > APPROVAL_OVER and run.status != "waiting_for_approval":
+    if (
+        book
+        and not approved
+        and int(run.values.get("partySize", 0)) > APPROVAL_OVER
+        and run.status != "waiting_for_approval"
+    ):
         run.status = "waiting_for_approval"
         envelope["routine"] = _routine_env(run)
-        return Reply("Parties that large need the manager's approval. Reply 'ok' to wait for it.", envelope,
-                     "TASK_STATE_INPUT_REQUIRED")
+        return Reply(
+            "Parties that large need the manager's approval. Reply 'ok' to wait for it.",
+            envelope,
+            "TASK_STATE_INPUT_REQUIRED",
+        )
     run.status = "completed"
     envelope["routine"] = _routine_env(run)
     conv.routine = None
@@ -202,8 +240,12 @@ def _advance(conv: Conversation, run: RoutineRun, turn: str, invocation: dict[st
         conv.bookings += 1
         ref = f"TRT-{1000 + conv.bookings}"
         artifact = {"name": "booking", "text": f"Booking {ref}", "data": {"ref": ref, **run.values}}
-        return Reply(f"Booked for {run.values['partySize']} on {run.values['date']}: reference {ref}.", envelope,
-                     "TASK_STATE_COMPLETED", artifact)
+        return Reply(
+            f"Booked for {run.values['partySize']} on {run.values['date']}: reference {ref}.",
+            envelope,
+            "TASK_STATE_COMPLETED",
+            artifact,
+        )
     return Reply(f"Booking {run.values['bookingRef']} is cancelled.", envelope, "TASK_STATE_COMPLETED")
 
 
@@ -218,30 +260,53 @@ def respond(conv: Conversation, text: str, turn: str, call: dict[str, Any] | Non
     if conv.owner == "human_owned":
         if "back to the assistant" in low:
             conv.owner = "ai_owned"
-            return Reply("You're back with the assistant.", {
-                "author": "agent", "answerCoverage": _coverage("not_recorded", turn=turn),
-                "ownership": {"state": "ai_owned", "suppressed": False}})
+            return Reply(
+                "You're back with the assistant.",
+                {
+                    "author": "agent",
+                    "answerCoverage": _coverage("not_recorded", turn=turn),
+                    "ownership": {"state": "ai_owned", "suppressed": False},
+                },
+            )
         if "?" in text:
-            return Reply("Hi, Giulia here from the restaurant. Let me check that for you.", {
-                "author": "human", "answerCoverage": _coverage("not_recorded", turn=turn), "ownership": own})
-        return Reply("(a colleague is handling this conversation)", {
-            "answerCoverage": _coverage("not_recorded", turn=turn),
-            "ownership": {"state": "human_owned", "suppressed": True}})
+            return Reply(
+                "Hi, Giulia here from the restaurant. Let me check that for you.",
+                {"author": "human", "answerCoverage": _coverage("not_recorded", turn=turn), "ownership": own},
+            )
+        return Reply(
+            "(a colleague is handling this conversation)",
+            {
+                "answerCoverage": _coverage("not_recorded", turn=turn),
+                "ownership": {"state": "human_owned", "suppressed": True},
+            },
+        )
 
     if "talk to a person" in low:
         conv.owner = "human_owned"
-        return Reply("I'm handing you over to a colleague.", {
-            "author": "agent", "answerCoverage": _coverage("not_recorded", turn=turn),
-            "ownership": {"state": "human_owned", "suppressed": False}})
+        return Reply(
+            "I'm handing you over to a colleague.",
+            {
+                "author": "agent",
+                "answerCoverage": _coverage("not_recorded", turn=turn),
+                "ownership": {"state": "human_owned", "suppressed": False},
+            },
+        )
 
     run = conv.routine
     if run is not None:
         if "never mind" in low:
             run.status = "abandoned"
             conv.routine = None
-            return Reply("No problem, I've dropped it.", {
-                "author": "agent", "answerCoverage": _coverage("not_recorded", turn=turn), "ownership": own,
-                "routine": _routine_env(run)}, "TASK_STATE_CANCELED")
+            return Reply(
+                "No problem, I've dropped it.",
+                {
+                    "author": "agent",
+                    "answerCoverage": _coverage("not_recorded", turn=turn),
+                    "ownership": own,
+                    "routine": _routine_env(run),
+                },
+                "TASK_STATE_CANCELED",
+            )
         approved = run.status == "waiting_for_approval" and low.strip(" .!") == "ok"
         _fill(run, text, None)
         return _advance(conv, run, turn, None, approved=approved)
@@ -253,11 +318,13 @@ def respond(conv: Conversation, text: str, turn: str, call: dict[str, Any] | Non
         return _advance(conv, run, turn, None)
 
     if low.strip(" .!") in ("thanks", "thank you", "ok thanks"):
-        return Reply("You're welcome!", {"author": "agent", "answerCoverage": _coverage("not_recorded", turn=turn),
-                                         "ownership": own})
+        return Reply(
+            "You're welcome!",
+            {"author": "agent", "answerCoverage": _coverage("not_recorded", turn=turn), "ownership": own},
+        )
 
     body, coverage, docs = answer(text, turn)
-    envelope = {"author": "agent", "answerCoverage": coverage, "ownership": own}
+    envelope: dict[str, Any] = {"author": "agent", "answerCoverage": coverage, "ownership": own}
     if docs:
         envelope["citations"] = _citations(docs)
     return Reply(body, envelope)
@@ -269,14 +336,20 @@ def _invoke(conv: Conversation, call: dict[str, Any], turn: str) -> Reply:
     own = {"state": conv.owner, "suppressed": False}
     base = {"author": "agent", "answerCoverage": _coverage("not_recorded", turn=turn), "ownership": own}
     if tool not in ROUTINES:
-        return Reply(f"I don't know a routine called {tool}.", {**base, "invocation": {
-            "toolName": tool, "outcome": "unknown_tool"}})
+        return Reply(
+            f"I don't know a routine called {tool}.",
+            {**base, "invocation": {"toolName": tool, "outcome": "unknown_tool"}},
+        )
     if not isinstance(args, dict):
-        return Reply("That call had no usable arguments.", {**base, "invocation": {
-            "toolName": tool, "outcome": "not_started"}})
+        return Reply(
+            "That call had no usable arguments.",
+            {**base, "invocation": {"toolName": tool, "outcome": "not_started"}},
+        )
     if tool == "cancel_booking" and conv.bookings == 0:
-        return Reply("There is no booking in this conversation to cancel.", {**base, "invocation": {
-            "toolName": tool, "outcome": "declined"}})
+        return Reply(
+            "There is no booking in this conversation to cancel.",
+            {**base, "invocation": {"toolName": tool, "outcome": "declined"}},
+        )
     run = conv.routine
     if run is not None and run.routine.tool == tool:
         _fill(run, "", args)

@@ -75,8 +75,7 @@ class Driver:
         return out
 
     async def _conversation(self, http: httpx.AsyncClient, plan: Plan) -> None:
-        config = ClientConfig(httpx_client=http, streaming=plan.streaming,
-                              supported_protocol_bindings=[plan.binding])
+        config = ClientConfig(httpx_client=http, streaming=plan.streaming, supported_protocol_bindings=[plan.binding])
         card = await _fetch_card(http, f"{self.agent_base}/agents/{plan.agent}")  # through the proxy, as clients do
         client = ClientFactory(config).create(self._card_for(card, plan.dialect, plan.binding))
         ctx = None
@@ -88,7 +87,8 @@ class Driver:
             for step in plan.steps:
                 if plan.resubscribe and open_task:
                     context_id, task, state = await self._send_while_subscribed(
-                        client, plan, step, ctx, context_id, open_task)
+                        client, plan, step, ctx, context_id, open_task
+                    )
                 else:
                     context_id, task, state = await self._send(client, plan, step, ctx, context_id, open_task)
                 open_task = task if state in _INTERRUPTED else ""
@@ -108,11 +108,25 @@ class Driver:
         parts = [Part(text=step.text)]
         if step.call is not None:
             parts.append(Part(data=json_format.ParseDict(step.call, struct_pb2.Value())))
-        return SendMessageRequest(message=Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=parts,
-                                                  context_id=context_id, task_id=task_id))
+        return SendMessageRequest(
+            message=Message(
+                message_id=str(uuid.uuid4()),
+                role=Role.ROLE_USER,
+                parts=parts,
+                context_id=context_id,
+                task_id=task_id,
+            )
+        )
 
-    async def _send(self, client: Any, plan: Plan, step: Step, ctx: ClientCallContext | None, context_id: str,
-                    task_id: str) -> tuple[str, str, Any]:
+    async def _send(
+        self,
+        client: Any,
+        plan: Plan,
+        step: Step,
+        ctx: ClientCallContext | None,
+        context_id: str,
+        task_id: str,
+    ) -> tuple[str, str, Any]:
         """One turn; returns the context, the task the turn ran in ('' for a plain message) and its state."""
         self._count(plan)
         self.stats.turns += 1
@@ -122,8 +136,15 @@ class Driver:
             context_id, task, state = _follow(ev, context_id, task, state)
         return context_id, task, state
 
-    async def _send_while_subscribed(self, client: Any, plan: Plan, step: Step, ctx: ClientCallContext | None,
-                                     context_id: str, task_id: str) -> tuple[str, str, Any]:
+    async def _send_while_subscribed(
+        self,
+        client: Any,
+        plan: Plan,
+        step: Step,
+        ctx: ClientCallContext | None,
+        context_id: str,
+        task_id: str,
+    ) -> tuple[str, str, Any]:
         """Re-attach to the open task, send the next turn once the subscription has its first event, and leave
         once the subscription has seen that turn's outcome (the SDK keeps a subscription to an interrupted
         task open, so a client that is done closes it: the proxy records it as incomplete)."""
@@ -166,7 +187,11 @@ def _follow(ev: Any, context_id: str, task_id: str, state: Any) -> tuple[str, st
     if kind == "message":
         return ev.message.context_id or context_id, task_id, state
     if kind == "status_update":
-        return ev.status_update.context_id or context_id, ev.status_update.task_id or task_id, ev.status_update.status.state
+        return (
+            ev.status_update.context_id or context_id,
+            ev.status_update.task_id or task_id,
+            ev.status_update.status.state,
+        )
     return context_id, task_id, state
 
 

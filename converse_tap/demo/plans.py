@@ -52,8 +52,13 @@ class Truth:
     abandoned_at: Counter[tuple[str, str]] = field(default_factory=Counter)
     invocations: Counter[str] = field(default_factory=Counter)
 
-    def turn(self, author: str | None = "agent", availability: str = "not_recorded", coverage: str | None = None,
-             reason: str | None = None) -> None:
+    def turn(
+        self,
+        author: str | None = "agent",
+        availability: str = "not_recorded",
+        coverage: str | None = None,
+        reason: str | None = None,
+    ) -> None:
         self.availability[availability] += 1
         if availability == "assessed":
             self.coverage[str(coverage)] += 1
@@ -65,8 +70,13 @@ class Truth:
         self.routines.setdefault(name, Counter())[outcome] += 1
 
     def add(self, other: Truth) -> None:
-        for name in ("conversations", "suppressed", "conversations_with_human", "handoffs_to_human",
-                     "handbacks_to_agent"):
+        for name in (
+            "conversations",
+            "suppressed",
+            "conversations_with_human",
+            "handoffs_to_human",
+            "handbacks_to_agent",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for name in ("availability", "coverage", "reasons", "authors", "abandoned_at", "invocations"):
             getattr(self, name).update(getattr(other, name))
@@ -94,8 +104,9 @@ class Truth:
             "routines.completed": outcomes["completed"],
             "routines.abandoned": outcomes["abandoned"],
             "routines.open": outcomes["open"],
-            "routines.by_routine": {k: {o: v[o] for o in ("completed", "abandoned", "open")}
-                                    for k, v in sorted(self.routines.items())},
+            "routines.by_routine": {
+                k: {o: v[o] for o in ("completed", "abandoned", "open")} for k, v in sorted(self.routines.items())
+            },
             "routines.abandoned_at": {f"{r}/{s}": n for (r, s), n in sorted(self.abandoned_at.items())},
             "invocations.by_outcome": dict(sorted(self.invocations.items())),
         }
@@ -133,9 +144,16 @@ def _qa(rng: random.Random, t: Truth) -> list[Step]:
 
 def _book(rng: random.Random, t: Truth) -> list[Step]:
     if rng.random() < 0.5:
-        steps = [Step("I'd like to book a table"), Step(f"On {_date(rng)}"), Step(f"For {rng.randint(1, 8)} people")]
+        steps = [
+            Step("I'd like to book a table"),
+            Step(f"On {_date(rng)}"),
+            Step(f"For {rng.randint(1, 8)} people"),
+        ]
     else:
-        steps = [Step(f"I'd like to book a table on {_date(rng)}"), Step(f"For {rng.randint(1, 8)} people, notes: window")]
+        steps = [
+            Step(f"I'd like to book a table on {_date(rng)}"),
+            Step(f"For {rng.randint(1, 8)} people, notes: window"),
+        ]
     for _ in steps:
         t.turn()
     t.routine(BOOK, "completed")
@@ -150,8 +168,12 @@ def build_plan(index: int, rng: random.Random, agents: list[str]) -> Plan:
     elif kind == "book":
         steps = _book(rng, t)
     elif kind == "book_approval":
-        steps = [Step(f"I'd like to book a table on {_date(rng)} for {rng.randint(9, 20)} people"), Step("ok")]
-        t.turn(), t.turn()
+        steps = [
+            Step(f"I'd like to book a table on {_date(rng)} for {rng.randint(9, 20)} people"),
+            Step("ok"),
+        ]
+        t.turn()
+        t.turn()
         t.routine(BOOK, "completed")
     elif kind == "book_abandon":
         if rng.random() < 0.5:
@@ -166,23 +188,32 @@ def build_plan(index: int, rng: random.Random, agents: list[str]) -> Plan:
         t.routine(BOOK, "abandoned")
     elif kind == "book_walkaway":
         steps = [Step("I'd like to book a table"), Step(f"On {_date(rng)}")]
-        t.turn(), t.turn()
+        t.turn()
+        t.turn()
         t.routine(BOOK, "open")
     elif kind == "book_twice":
-        steps = [Step(f"I'd like to book a table on {_date(rng)} for 2 people"),
-                 Step(f"I'd like to book a table on {_date(rng)} for 4 people")]
-        t.turn(), t.turn()
-        t.routine(BOOK, "completed"), t.routine(BOOK, "completed")
+        steps = [
+            Step(f"I'd like to book a table on {_date(rng)} for 2 people"),
+            Step(f"I'd like to book a table on {_date(rng)} for 4 people"),
+        ]
+        t.turn()
+        t.turn()
+        t.routine(BOOK, "completed")
+        t.routine(BOOK, "completed")
     elif kind == "cancel":
         steps = [Step("I need to cancel my reservation"), Step(f"It's TRT-{rng.randint(1000, 9999)}")]
-        t.turn(), t.turn()
+        t.turn()
+        t.turn()
         t.routine(CANCEL, "completed")
     elif kind == "typed":
         steps = [
             Step("(routine call)", {"toolName": "cancel_booking", "arguments": {}}),
             Step("(routine call)", {"toolName": "order_pizza", "arguments": {"size": "large"}}),
             Step("(routine call)", {"toolName": "book_table", "arguments": "tomorrow"}),
-            Step("(routine call)", {"toolName": "book_table", "arguments": {"date": _date(rng), "partySize": 2}}),
+            Step(
+                "(routine call)",
+                {"toolName": "book_table", "arguments": {"date": _date(rng), "partySize": 2}},
+            ),
             Step("I'd like to book a table"),
             Step("(routine call)", {"toolName": "book_table", "arguments": {"date": _date(rng)}}),
             Step("For 3 people"),
@@ -190,11 +221,17 @@ def build_plan(index: int, rng: random.Random, agents: list[str]) -> Plan:
         for _ in steps:
             t.turn()
         t.invocations.update(["declined", "unknown_tool", "not_started", "started", "reentered"])
-        t.routine(BOOK, "completed"), t.routine(BOOK, "completed")
+        t.routine(BOOK, "completed")
+        t.routine(BOOK, "completed")
     else:  # handover
-        steps = [Step("When are you open on Sunday?"), Step("Can I talk to a person?"),
-                 Step("Is the terrace heated?"), Step("ok thanks"), Step("Back to the assistant please"),
-                 Step("Where can I park nearby?")]
+        steps = [
+            Step("When are you open on Sunday?"),
+            Step("Can I talk to a person?"),
+            Step("Is the terrace heated?"),
+            Step("ok thanks"),
+            Step("Back to the assistant please"),
+            Step("Where can I park nearby?"),
+        ]
         t.turn("agent", "assessed", "answered", "sufficient_evidence")
         t.turn("agent")
         t.turn("human")

@@ -15,7 +15,7 @@ from mitmproxy.tools.dump import DumpMaster
 
 from ..addon.tap import ConverseTap
 from .agent import AGENTS, AgentServer
-from .driver import DriveStats, Driver
+from .driver import Driver, DriveStats
 from .plans import Plan, Truth, build_plans
 
 
@@ -44,8 +44,13 @@ async def start_proxy(out: Path, mode: str | None = None) -> tuple[DumpMaster, a
     opts = options.Options()
     master = DumpMaster(opts, with_termlog=False, with_dumper=False)
     ready = _Ready()
-    opts.update_defer(converse_tap_dir=str(out), listen_host="127.0.0.1", listen_port=0, flow_detail=0,
-                      **({"mode": [mode]} if mode else {}))
+    opts.update_defer(
+        converse_tap_dir=str(out),
+        listen_host="127.0.0.1",
+        listen_port=0,
+        flow_detail=0,
+        **({"mode": [mode]} if mode else {}),
+    )
     tap = ConverseTap()
     master.addons.add(tap, ready)
     tap.configure(set(opts.keys()))  # see record.run_proxy: the deferred options arrive before the addon
@@ -109,8 +114,11 @@ def write_ground_truth(out: Path, truth: Truth, stats: DriveStats, seed: int, pl
         "mix": {k: sum(1 for p in plans if p.kind == k) for k in sorted({p.kind for p in plans})},
         "transports": {
             f"{b} v{d} {'stream' if s else 'unary'}": sum(
-                1 for p in plans if (p.binding, p.dialect, p.streaming) == (b, d, s))
-            for b in ("JSONRPC", "HTTP+JSON") for d in ("1.0", "0.3") for s in (False, True)
+                1 for p in plans if (p.binding, p.dialect, p.streaming) == (b, d, s)
+            )
+            for b in ("JSONRPC", "HTTP+JSON")
+            for d in ("1.0", "0.3")
+            for s in (False, True)
         },
     }
     path = out / "ground_truth.json"
@@ -141,8 +149,9 @@ def report_actuals(report: dict[str, Any]) -> dict[str, Any]:
         "routines.completed": rout["completed"],
         "routines.abandoned": rout["abandoned"],
         "routines.open": rout["open"],
-        "routines.by_routine": {r["routine"]: {o: r[o] for o in ("completed", "abandoned", "open")}
-                                for r in rout["by_routine"]},
+        "routines.by_routine": {
+            r["routine"]: {o: r[o] for o in ("completed", "abandoned", "open")} for r in rout["by_routine"]
+        },
         "routines.abandoned_at": {f"{r['routine']}/{r['slot']}": r["abandoned"] for r in rout["abandoned_at"]},
         "invocations.by_outcome": nonzero(report["invocations"]["by_outcome"]),
     }

@@ -63,12 +63,8 @@ EXCHANGES = pa.schema(
     ]
 )
 
-SLOT = pa.struct(
-    [_f("key", _STR), _f("type", _STR), _f("required", pa.bool_()), _f("description", _STR)]
-)
-CITATION = pa.struct(
-    [_f("document_id", _STR), _f("chunk_id", _STR), _f("title", _STR), _f("source_url", _STR)]
-)
+SLOT = pa.struct([_f("key", _STR), _f("type", _STR), _f("required", pa.bool_()), _f("description", _STR)])
+CITATION = pa.struct([_f("document_id", _STR), _f("chunk_id", _STR), _f("title", _STR), _f("source_url", _STR)])
 
 MESSAGES = pa.schema(
     [

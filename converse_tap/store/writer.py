@@ -228,10 +228,8 @@ class DatasetWriter:
                 self._failing = True
                 broken = self._journals.pop(table, None)
                 if broken is not None:
-                    try:
+                    with contextlib.suppress(OSError):
                         broken.close()
-                    except OSError:
-                        pass
                 return
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
                 log.exception("converse-tap: %d %s rows do not fit the schema and are dropped", len(rows), table)
@@ -251,10 +249,8 @@ class DatasetWriter:
     def _rollover(self) -> None:
         journals, self._journals = self._journals, {}
         for journal in journals.values():
-            try:
+            with contextlib.suppress(OSError):
                 journal.close()
-            except OSError:
-                pass
         for table, paths in self._journal_files.items():
             if not paths:
                 continue
@@ -267,7 +263,11 @@ class DatasetWriter:
                     path.unlink(missing_ok=True)
                 paths.clear()
             except OSError as e:  # the journals stay, and recovery will pick them up
-                log.error("converse-tap: cannot roll %s journals into Parquet (%s); they will be recovered", table, e)
+                log.error(
+                    "converse-tap: cannot roll %s journals into Parquet (%s); they will be recovered",
+                    table,
+                    e,
+                )
         self._rolled += 1
         self._last_roll = time.monotonic()
 

@@ -2,7 +2,6 @@ import gzip
 import json
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,39 +33,89 @@ def replies(out: Extraction) -> list[dict[str, Any]]:
 def test_v1_jsonrpc_message_reply_with_full_envelope() -> None:
     out = run(a2a_flow(response=jsonrpc_result({"message": agent_message()})))
     ex = out.exchange
-    assert (ex["binding"], ex["dialect"], ex["method"], ex["jsonrpc_id"]) == ("jsonrpc", "v1.0", "SendMessage", "r-1")
+    assert (ex["binding"], ex["dialect"], ex["method"], ex["jsonrpc_id"]) == (
+        "jsonrpc",
+        "v1.0",
+        "SendMessage",
+        "r-1",
+    )
     assert ex["converse_requested"] is True and ex["extensions_requested"] == [EXT]
     assert (ex["messages"], ex["replies"], ex["anomalies"], ex["complete"]) == (2, 1, [], True)
     user, reply = out.messages
     assert (user["direction"], user["role"], user["location"], user["has_envelope"]) == (
-        "request", "user", "request.message", False)
+        "request",
+        "user",
+        "request.message",
+        False,
+    )
     assert reply["location"] == "result.message"
-    assert {k: reply[k] for k in ("author", "coverage_availability", "coverage", "coverage_reason",
-                                   "originating_turn_id", "ownership_state", "ownership_suppressed",
-                                   "citation_count", "text", "text_length", "part_kinds")} == {
-        "author": "agent", "coverage_availability": "assessed", "coverage": "answered",
-        "coverage_reason": "sufficient_evidence", "originating_turn_id": "turn-1", "ownership_state": "ai_owned",
-        "ownership_suppressed": False, "citation_count": 1, "text": "You can return it within 30 days.",
-        "text_length": 33, "part_kinds": ["text"]}
-    assert reply["citations"] == [{"document_id": "doc-1", "chunk_id": "c-1", "title": "Returns policy", "source_url": None}]
+    assert {
+        k: reply[k]
+        for k in (
+            "author",
+            "coverage_availability",
+            "coverage",
+            "coverage_reason",
+            "originating_turn_id",
+            "ownership_state",
+            "ownership_suppressed",
+            "citation_count",
+            "text",
+            "text_length",
+            "part_kinds",
+        )
+    } == {
+        "author": "agent",
+        "coverage_availability": "assessed",
+        "coverage": "answered",
+        "coverage_reason": "sufficient_evidence",
+        "originating_turn_id": "turn-1",
+        "ownership_state": "ai_owned",
+        "ownership_suppressed": False,
+        "citation_count": 1,
+        "text": "You can return it within 30 days.",
+        "text_length": 33,
+        "part_kinds": ["text"],
+    }
+    assert reply["citations"] == [
+        {"document_id": "doc-1", "chunk_id": "c-1", "title": "Returns policy", "source_url": None}
+    ]
     assert json.loads(reply["envelope_json"]) == envelope()
 
 
 def test_task_in_input_required_with_routine_and_history() -> None:
-    routine = {"toolName": "book_table", "name": "Book a table", "status": "waiting_for_input", "pendingInput": [
-        {"key": "date", "type": "string", "required": True, "description": "Which day?"},
-        {"key": "notes", "type": "string", "required": False, "description": "Anything else?"}]}
-    task = {"id": "t-1", "contextId": "ctx-1", "status": {
-        "state": "TASK_STATE_INPUT_REQUIRED",
-        "message": agent_message("m-q", "Which day?", env=envelope(routine=routine), taskId="t-1")},
-        "history": [user_message("m-u", contextId="ctx-1", taskId="t-1")]}
+    routine = {
+        "toolName": "book_table",
+        "name": "Book a table",
+        "status": "waiting_for_input",
+        "pendingInput": [
+            {"key": "date", "type": "string", "required": True, "description": "Which day?"},
+            {"key": "notes", "type": "string", "required": False, "description": "Anything else?"},
+        ],
+    }
+    task = {
+        "id": "t-1",
+        "contextId": "ctx-1",
+        "status": {
+            "state": "TASK_STATE_INPUT_REQUIRED",
+            "message": agent_message("m-q", "Which day?", env=envelope(routine=routine), taskId="t-1"),
+        },
+        "history": [user_message("m-u", contextId="ctx-1", taskId="t-1")],
+    }
     out = run(a2a_flow(response=jsonrpc_result({"task": task})))
     assert (out.exchange["task_id"], out.exchange["task_state"], out.exchange["context_id"]) == (
-        "t-1", "TASK_STATE_INPUT_REQUIRED", "ctx-1")
+        "t-1",
+        "TASK_STATE_INPUT_REQUIRED",
+        "ctx-1",
+    )
     q = replies(out)[0]
     assert q["location"] == "result.task.status.message"
     assert (q["routine_tool_name"], q["routine_name"], q["routine_status"], q["pending_required_open"]) == (
-        "book_table", "Book a table", "waiting_for_input", 1)
+        "book_table",
+        "Book a table",
+        "waiting_for_input",
+        1,
+    )
     assert [s["key"] for s in q["pending_input"]] == ["date", "notes"]
     assert q["task_state"] == "TASK_STATE_INPUT_REQUIRED"
     hist = [m for m in out.messages if ".history[" in m["location"]]
@@ -74,90 +123,208 @@ def test_task_in_input_required_with_routine_and_history() -> None:
 
 
 def test_v03_jsonrpc_kind_objects_and_lowercase_enums() -> None:
-    task = {"kind": "task", "id": "t-9", "contextId": "c-9", "status": {
-        "state": "input-required", "message": agent_message("m-9", "Which city?", v03=True)}}
-    flow = a2a_flow(body=jsonrpc_request("message/send", {"message": user_message(v03=True)}),
-                    headers={"a2a-version": "0.3"}, response=jsonrpc_result(task))
+    task = {
+        "kind": "task",
+        "id": "t-9",
+        "contextId": "c-9",
+        "status": {"state": "input-required", "message": agent_message("m-9", "Which city?", v03=True)},
+    }
+    flow = a2a_flow(
+        body=jsonrpc_request("message/send", {"message": user_message(v03=True)}),
+        headers={"a2a-version": "0.3"},
+        response=jsonrpc_result(task),
+    )
     out = run(flow)
     assert (out.exchange["dialect"], out.exchange["method"], out.exchange["method_raw"]) == (
-        "v0.3", "SendMessage", "message/send")
+        "v0.3",
+        "SendMessage",
+        "message/send",
+    )
     assert out.exchange["task_state"] == "TASK_STATE_INPUT_REQUIRED"
     r = replies(out)[0]
-    assert (r["role"], r["text"], r["part_kinds"], r["coverage"]) == ("agent", "Which city?", ["text"], "answered")
+    assert (r["role"], r["text"], r["part_kinds"], r["coverage"]) == (
+        "agent",
+        "Which city?",
+        ["text"],
+        "answered",
+    )
 
 
 def test_v03_rest_parts_under_content_and_x_a2a_extensions() -> None:
-    reply = {"messageId": "m-r", "role": "ROLE_AGENT", "content": [{"text": "Hi"}],
-             "metadata": {EXT: envelope()}, "extensions": [EXT]}
-    flow = a2a_flow(path="/v1/message:send", extensions=False,
-                    headers={"a2a-version": "0.3", "x-a2a-extensions": EXT},
-                    body=json.dumps({"message": {"messageId": "u", "role": "ROLE_USER", "content": [{"text": "yo"}]}}).encode(),
-                    response=json.dumps({"message": reply}).encode())
+    reply = {
+        "messageId": "m-r",
+        "role": "ROLE_AGENT",
+        "content": [{"text": "Hi"}],
+        "metadata": {EXT: envelope()},
+        "extensions": [EXT],
+    }
+    flow = a2a_flow(
+        path="/v1/message:send",
+        extensions=False,
+        headers={"a2a-version": "0.3", "x-a2a-extensions": EXT},
+        body=json.dumps({"message": {"messageId": "u", "role": "ROLE_USER", "content": [{"text": "yo"}]}}).encode(),
+        response=json.dumps({"message": reply}).encode(),
+    )
     out = run(flow)
     assert (out.exchange["binding"], out.exchange["dialect"], out.exchange["agent_url"]) == (
-        "rest", "v0.3", "http://agent.test:9000")
+        "rest",
+        "v0.3",
+        "http://agent.test:9000",
+    )
     assert out.exchange["converse_requested"] is True
     assert [m["text"] for m in out.messages] == ["yo", "Hi"]
 
 
 def test_sse_stream_rows_carry_event_index_and_final_state() -> None:
     events = [
-        {"result": {"task": {"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_SUBMITTED"},
-                             "history": [user_message(contextId="c", taskId="t")]}}, "id": "r-1", "jsonrpc": "2.0"},
-        {"result": {"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}},
-         "id": "r-1", "jsonrpc": "2.0"},
-        {"result": {"artifactUpdate": {"taskId": "t", "contextId": "c", "artifact": {
-            "artifactId": "a-1", "name": "booking", "parts": [{"data": {"seats": 2.0}}],
-            "metadata": {EXT: envelope()}, "extensions": [EXT]}}}, "id": "r-1", "jsonrpc": "2.0"},
-        {"result": {"statusUpdate": {"taskId": "t", "contextId": "c", "status": {
-            "state": "TASK_STATE_COMPLETED", "message": agent_message("m-done", "Done")}}}, "id": "r-1", "jsonrpc": "2.0"},
+        {
+            "result": {
+                "task": {
+                    "id": "t",
+                    "contextId": "c",
+                    "status": {"state": "TASK_STATE_SUBMITTED"},
+                    "history": [user_message(contextId="c", taskId="t")],
+                }
+            },
+            "id": "r-1",
+            "jsonrpc": "2.0",
+        },
+        {
+            "result": {"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}},
+            "id": "r-1",
+            "jsonrpc": "2.0",
+        },
+        {
+            "result": {
+                "artifactUpdate": {
+                    "taskId": "t",
+                    "contextId": "c",
+                    "artifact": {
+                        "artifactId": "a-1",
+                        "name": "booking",
+                        "parts": [{"data": {"seats": 2.0}}],
+                        "metadata": {EXT: envelope()},
+                        "extensions": [EXT],
+                    },
+                }
+            },
+            "id": "r-1",
+            "jsonrpc": "2.0",
+        },
+        {
+            "result": {
+                "statusUpdate": {
+                    "taskId": "t",
+                    "contextId": "c",
+                    "status": {"state": "TASK_STATE_COMPLETED", "message": agent_message("m-done", "Done")},
+                }
+            },
+            "id": "r-1",
+            "jsonrpc": "2.0",
+        },
     ]
-    flow = a2a_flow(body=jsonrpc_request("SendStreamingMessage"), response=sse_body(*events),
-                    content_type="text/event-stream; charset=utf-8")
+    flow = a2a_flow(
+        body=jsonrpc_request("SendStreamingMessage"),
+        response=sse_body(*events),
+        content_type="text/event-stream; charset=utf-8",
+    )
     out = run(flow)
     ex = out.exchange
     assert (ex["streamed"], ex["sse_events"], ex["task_state"], ex["task_id"], ex["replies"]) == (
-        True, 4, "TASK_STATE_COMPLETED", "t", 1)
+        True,
+        4,
+        "TASK_STATE_COMPLETED",
+        "t",
+        1,
+    )
     resp = [m for m in out.messages if m["direction"] == "response"]
     assert [(m["event_index"], m["object_kind"], m["event_kind"]) for m in resp] == [
-        (0, "message", "task"), (2, "artifact", "artifactUpdate"), (3, "message", "statusUpdate")]
+        (0, "message", "task"),
+        (2, "artifact", "artifactUpdate"),
+        (3, "message", "statusUpdate"),
+    ]
     art = resp[1]
     assert (art["message_id"], art["artifact_name"], art["role"], art["part_kinds"], art["has_envelope"]) == (
-        "a-1", "booking", None, ["data"], True)
+        "a-1",
+        "booking",
+        None,
+        ["data"],
+        True,
+    )
     assert resp[2]["task_id"] == "t"  # inherited from the status update
     assert ex["anomalies"] == []
 
 
 def test_rest_sse_bare_stream_responses() -> None:
-    flow = a2a_flow(path="/message:stream", body=json.dumps({"message": user_message()}).encode(),
-                    response=sse_body({"message": agent_message()}), content_type="text/event-stream")
+    flow = a2a_flow(
+        path="/message:stream",
+        body=json.dumps({"message": user_message()}).encode(),
+        response=sse_body({"message": agent_message()}),
+        content_type="text/event-stream",
+    )
     out = run(flow)
     assert (out.exchange["binding"], out.exchange["sse_events"], len(replies(out))) == ("rest", 1, 1)
 
 
 def test_error_event_mid_stream() -> None:
     body = sse_body({"result": {"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_WORKING"}}}})
-    body += b'event: error\r\ndata: {"error": {"code": -32603, "message": "boom"}, "id": "r-1", "jsonrpc": "2.0"}\r\n\r\n'
+    body += (
+        b'event: error\r\ndata: {"error": {"code": -32603, "message": "boom"}, "id": "r-1", "jsonrpc": "2.0"}\r\n\r\n'
+    )
     out = run(a2a_flow(body=jsonrpc_request("SendStreamingMessage"), response=body, content_type="text/event-stream"))
     assert (out.exchange["error_code"], out.exchange["error_message"]) == (-32603, "boom")
 
 
 def test_jsonrpc_error_at_http_200() -> None:
-    err = {"jsonrpc": "2.0", "id": "r-1", "error": {"code": -32001, "message": "Task not found", "data": [
-        {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "TASK_NOT_FOUND", "domain": "a2a-protocol.org"}]}}
+    err = {
+        "jsonrpc": "2.0",
+        "id": "r-1",
+        "error": {
+            "code": -32001,
+            "message": "Task not found",
+            "data": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": "TASK_NOT_FOUND",
+                    "domain": "a2a-protocol.org",
+                }
+            ],
+        },
+    }
     out = run(a2a_flow(body=jsonrpc_request("GetTask", {"id": "nope"}), response=json.dumps(err).encode()))
     ex = out.exchange
     assert (ex["status_code"], ex["error_code"], ex["error_message"], ex["error_reason"], ex["task_id"]) == (
-        200, -32001, "Task not found", "TASK_NOT_FOUND", "nope")
+        200,
+        -32001,
+        "Task not found",
+        "TASK_NOT_FOUND",
+        "nope",
+    )
 
 
 def test_rest_error_status() -> None:
-    err = {"error": {"code": 404, "status": "NOT_FOUND", "message": "Task not found", "details": [
-        {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "TASK_NOT_FOUND", "domain": "a2a-protocol.org"}]}}
+    err = {
+        "error": {
+            "code": 404,
+            "status": "NOT_FOUND",
+            "message": "Task not found",
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": "TASK_NOT_FOUND",
+                    "domain": "a2a-protocol.org",
+                }
+            ],
+        }
+    }
     out = run(a2a_flow(method="GET", path="/tasks/x", status=404, response=json.dumps(err).encode()))
     ex = out.exchange
     assert (ex["method"], ex["error_code"], ex["error_status"], ex["error_reason"]) == (
-        "GetTask", 404, "NOT_FOUND", "TASK_NOT_FOUND")
+        "GetTask",
+        404,
+        "NOT_FOUND",
+        "TASK_NOT_FOUND",
+    )
 
 
 def test_streaming_call_answered_with_plain_json() -> None:
@@ -171,20 +338,32 @@ def test_unknown_enums_are_kept_verbatim_and_noted() -> None:
     out = run(a2a_flow(response=jsonrpc_result({"message": agent_message(env=env)})))
     r = replies(out)[0]
     assert (r["author"], r["coverage"], r["coverage_reason"]) == ("robot", "mostly", "vibes")
-    assert r["anomalies"] == ["unknown_enum:author=robot", "unknown_enum:answerCoverage.coverage=mostly",
-                              "unknown_enum:answerCoverage.reason=vibes"]
+    assert r["anomalies"] == [
+        "unknown_enum:author=robot",
+        "unknown_enum:answerCoverage.coverage=mostly",
+        "unknown_enum:answerCoverage.reason=vibes",
+    ]
 
 
 def test_wrong_types_become_anomalies_not_crashes() -> None:
-    env = {"author": 3, "answerCoverage": "yes", "ownership": {"state": "ai_owned", "suppressed": "false"},
-           "routine": {"name": "r", "status": "active", "pendingInput": [{"key": "k", "required": True}, "x"]},
-           "citations": {"documentId": "d"}}
+    env = {
+        "author": 3,
+        "answerCoverage": "yes",
+        "ownership": {"state": "ai_owned", "suppressed": "false"},
+        "routine": {"name": "r", "status": "active", "pendingInput": [{"key": "k", "required": True}, "x"]},
+        "citations": {"documentId": "d"},
+    }
     r = replies(run(a2a_flow(response=jsonrpc_result({"message": agent_message(env=env)}))))[0]
     assert r["ownership_suppressed"] is False
     assert r["pending_required_open"] == 1
-    assert set(r["anomalies"]) == {"wrong_type:author=int", "wrong_type:answerCoverage=str",
-                                   "wrong_type:ownership.suppressed=str", "wrong_type:routine.pendingInput[]=str",
-                                   "pending_input_not_waiting:active", "wrong_type:citations=dict"}
+    assert set(r["anomalies"]) == {
+        "wrong_type:author=int",
+        "wrong_type:answerCoverage=str",
+        "wrong_type:ownership.suppressed=str",
+        "wrong_type:routine.pendingInput[]=str",
+        "pending_input_not_waiting:active",
+        "wrong_type:citations=dict",
+    }
 
 
 def test_envelope_not_an_object() -> None:
@@ -204,7 +383,8 @@ def test_metadata_keyed_by_uri_without_uri_in_extensions() -> None:
     msg = agent_message()
     del msg["extensions"]
     assert replies(run(a2a_flow(response=jsonrpc_result({"message": msg}))))[0]["anomalies"] == [
-        "envelope_uri_not_in_extensions"]
+        "envelope_uri_not_in_extensions"
+    ]
 
 
 def test_text_policies() -> None:
@@ -217,69 +397,135 @@ def test_text_policies() -> None:
 
 
 def test_gzip_response_is_decoded() -> None:
-    flow = a2a_flow(response=gzip.compress(jsonrpc_result({"message": agent_message()})),
-                    response_headers={"content-encoding": "gzip"})
+    flow = a2a_flow(
+        response=gzip.compress(jsonrpc_result({"message": agent_message()})),
+        response_headers={"content-encoding": "gzip"},
+    )
     assert len(replies(run(flow))) == 1
 
 
 def test_agent_card_v1_with_converse_declaration() -> None:
-    card = {"name": "Support", "version": "1.2", "supportedInterfaces": [
-        {"url": "http://agent.test:9000/a2a/ag_7Qb3nT1xK9wZs2Pv0Lm4Rd", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
-        "capabilities": {"extensions": [{"uri": EXT, "required": False, "params": {
-            "mcp": {"url": "https://mcp.test/mcp/a/ag_1", "serverCardUrl": "https://mcp.test/mcp/a/ag_1/server-card"},
-            "tools": [{"toolName": "book_table", "description": "Book", "inputSchema": {
-                "type": "object", "required": ["date", "partySize"]}}, {"toolName": "ghost"}]}}]},
-        "skills": [{"id": "book_table"}, {"id": "ask_agent"}]}
+    card = {
+        "name": "Support",
+        "version": "1.2",
+        "supportedInterfaces": [
+            {
+                "url": "http://agent.test:9000/a2a/ag_7Qb3nT1xK9wZs2Pv0Lm4Rd",
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": "1.0",
+            }
+        ],
+        "capabilities": {
+            "extensions": [
+                {
+                    "uri": EXT,
+                    "required": False,
+                    "params": {
+                        "mcp": {
+                            "url": "https://mcp.test/mcp/a/ag_1",
+                            "serverCardUrl": "https://mcp.test/mcp/a/ag_1/server-card",
+                        },
+                        "tools": [
+                            {
+                                "toolName": "book_table",
+                                "description": "Book",
+                                "inputSchema": {"type": "object", "required": ["date", "partySize"]},
+                            },
+                            {"toolName": "ghost"},
+                        ],
+                    },
+                }
+            ]
+        },
+        "skills": [{"id": "book_table"}, {"id": "ask_agent"}],
+    }
     out = run(a2a_flow(method="GET", path="/.well-known/agent-card.json", response=json.dumps(card).encode()))
     (c,) = out.agent_cards
     assert (c["name"], c["converse_declared"], c["converse_required"], c["mcp_url"]) == (
-        "Support", True, False, "https://mcp.test/mcp/a/ag_1")
+        "Support",
+        True,
+        False,
+        "https://mcp.test/mcp/a/ag_1",
+    )
     assert [t["tool_name"] for t in c["tools"]] == ["book_table", "ghost"]
     assert c["tools"][0]["required_fields"] == ["date", "partySize"]
     assert (c["tools_match_skills"], c["unmatched_tools"], c["anomalies"]) == (
-        False, ["ghost"], ["card_tool_without_skill:ghost"])
+        False,
+        ["ghost"],
+        ["card_tool_without_skill:ghost"],
+    )
     assert c["interfaces"][0]["binding"] == "JSONRPC"
 
 
 def test_agent_card_v03_shape_and_extended_card_over_jsonrpc() -> None:
-    card = {"name": "Old", "url": "http://agent.test:9000/a2a", "preferredTransport": "JSONRPC",
-            "protocolVersion": "0.3.0", "additionalInterfaces": [{"url": "http://agent.test:9000/rest", "transport": "HTTP+JSON"}],
-            "capabilities": {}, "skills": []}
+    card = {
+        "name": "Old",
+        "url": "http://agent.test:9000/a2a",
+        "preferredTransport": "JSONRPC",
+        "protocolVersion": "0.3.0",
+        "additionalInterfaces": [{"url": "http://agent.test:9000/rest", "transport": "HTTP+JSON"}],
+        "capabilities": {},
+        "skills": [],
+    }
     out = run(a2a_flow(body=jsonrpc_request("agent/getAuthenticatedExtendedCard", {}), response=jsonrpc_result(card)))
     (c,) = out.agent_cards
     assert (c["source"], c["converse_declared"], [i["binding"] for i in c["interfaces"]]) == (
-        "extended", False, ["JSONRPC", "HTTP+JSON"])
+        "extended",
+        False,
+        ["JSONRPC", "HTTP+JSON"],
+    )
 
 
 def test_list_tasks_sightings() -> None:
-    tasks = {"tasks": [{"id": f"t{i}", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED",
-                        "message": agent_message(f"m{i}")}} for i in range(3)]}
+    tasks = {
+        "tasks": [
+            {
+                "id": f"t{i}",
+                "contextId": "c",
+                "status": {"state": "TASK_STATE_COMPLETED", "message": agent_message(f"m{i}")},
+            }
+            for i in range(3)
+        ]
+    }
     out = run(a2a_flow(method="GET", path="/tasks", response=json.dumps(tasks).encode()))
     assert [m["message_id"] for m in out.messages] == ["m0", "m1", "m2"]
     assert [m["task_id"] for m in out.messages] == ["t0", "t1", "t2"]
 
 
 def test_generic_path_without_a2a_shape_is_not_recorded() -> None:
-    flow = a2a_flow(method="GET", path="/todo/tasks/1", extensions=False, headers={"a2a-version": ""},
-                    response=b'{"title": "buy milk"}')
+    flow = a2a_flow(
+        method="GET",
+        path="/todo/tasks/1",
+        extensions=False,
+        headers={"a2a-version": ""},
+        response=b'{"title": "buy milk"}',
+    )
     assert extract(exchange_from_flow(flow), TextPolicy()) is None
 
 
 def test_credentials_in_url_are_redacted() -> None:
-    flow = a2a_flow(path="/a2a?api_key=SEKRIT&tenant=t1&access_token=TOK",
-                    response=jsonrpc_result({"message": agent_message()}))
+    flow = a2a_flow(
+        path="/a2a?api_key=SEKRIT&tenant=t1&access_token=TOK",
+        response=jsonrpc_result({"message": agent_message()}),
+    )
     url = run(flow).exchange["url"]
     assert "SEKRIT" not in url and "TOK" not in url and "tenant=t1" in url
 
 
 def test_no_response_and_connection_error() -> None:
     out = run(a2a_flow(response=None, err=True))
-    assert (out.exchange["complete"], out.exchange["status_code"], out.exchange["error"]) == (False, None, "error")
+    assert (out.exchange["complete"], out.exchange["status_code"], out.exchange["error"]) == (
+        False,
+        None,
+        "error",
+    )
 
 
 def test_agent_id_from_url() -> None:
     assert agent_of("https://api.radioso.ai/a2a/ag_7Qb3nT1xK9wZs2Pv0Lm4Rd") == (
-        "ag_7Qb3nT1xK9wZs2Pv0Lm4Rd", "ag_7Qb3nT1xK9wZs2Pv0Lm4Rd")
+        "ag_7Qb3nT1xK9wZs2Pv0Lm4Rd",
+        "ag_7Qb3nT1xK9wZs2Pv0Lm4Rd",
+    )
     assert agent_of("http://127.0.0.1:9/a2a/jsonrpc") == ("127.0.0.1:9/a2a/jsonrpc", None)
 
 

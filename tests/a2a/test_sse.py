@@ -8,7 +8,14 @@ from converse_tap.a2a.sse import SseParser, parse_sse
 EVENTS = [
     {"result": {"task": {"id": "t1", "status": {"state": "TASK_STATE_SUBMITTED"}}}},
     {"result": {"statusUpdate": {"taskId": "t1", "status": {"state": "TASK_STATE_WORKING"}}}},
-    {"result": {"statusUpdate": {"taskId": "t1", "status": {"state": "TASK_STATE_COMPLETED", "message": {"text": "é✓"}}}}},
+    {
+        "result": {
+            "statusUpdate": {
+                "taskId": "t1",
+                "status": {"state": "TASK_STATE_COMPLETED", "message": {"text": "é✓"}},
+            }
+        }
+    },
 ]
 
 
@@ -30,7 +37,10 @@ def _feed_split(body: bytes, cuts: list[int]) -> tuple[list[str], int]:
     return [e.data for e in events], parser.comments
 
 
-@given(cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=30), sep=st.sampled_from(["\n", "\r\n", "\r"]))
+@given(
+    cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=30),
+    sep=st.sampled_from(["\n", "\r\n", "\r"]),
+)
 def test_events_survive_any_chunking(cuts: list[int], sep: str) -> None:
     data, comments = _feed_split(_body(sep), cuts)
     assert [json.loads(d) for d in data] == EVENTS
@@ -38,7 +48,7 @@ def test_events_survive_any_chunking(cuts: list[int], sep: str) -> None:
 
 
 def test_multiline_data_event_names_and_ids() -> None:
-    body = b"event: error\nid: 7\ndata: {\"error\":\ndata:  {\"code\": -32603}}\n\ndata: x\n\n"
+    body = b'event: error\nid: 7\ndata: {"error":\ndata:  {"code": -32603}}\n\ndata: x\n\n'
     events, _ = parse_sse(body)
     assert [(e.event, e.id, e.data) for e in events] == [
         ("error", "7", '{"error":\n {"code": -32603}}'),

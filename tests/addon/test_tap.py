@@ -50,8 +50,15 @@ def test_sse_is_tapped_chunk_by_chunk_and_forwarded_unchanged(tap) -> None:
     addon, _, out = tap
     body = sse_body(
         {"result": {"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}}},
-        {"result": {"statusUpdate": {"taskId": "t", "contextId": "c", "status": {
-            "state": "TASK_STATE_COMPLETED", "message": agent_message()}}}},
+        {
+            "result": {
+                "statusUpdate": {
+                    "taskId": "t",
+                    "contextId": "c",
+                    "status": {"state": "TASK_STATE_COMPLETED", "message": agent_message()},
+                }
+            }
+        },
     )
     flow = a2a_flow(body=jsonrpc_request("SendStreamingMessage"), response=b"", content_type="text/event-stream")
     addon.request(flow)
@@ -65,18 +72,31 @@ def test_sse_is_tapped_chunk_by_chunk_and_forwarded_unchanged(tap) -> None:
     addon.response(flow)
     addon.done()
     ex = load(out, "exchanges").iloc[0]
-    assert (ex["streamed"], ex["sse_events"], ex["task_state"], ex["complete"]) == (True, 2, "TASK_STATE_COMPLETED", True)
+    assert (ex["streamed"], ex["sse_events"], ex["task_state"], ex["complete"]) == (
+        True,
+        2,
+        "TASK_STATE_COMPLETED",
+        True,
+    )
     assert ex["bytes_out"] == len(body)
 
 
 def test_client_disconnect_mid_stream_keeps_rows_and_marks_incomplete(tap) -> None:
     addon, _, out = tap
-    first = sse_body({"result": {"statusUpdate": {"taskId": "t", "status": {
-        "state": "TASK_STATE_INPUT_REQUIRED", "message": agent_message()}}}})
+    first = sse_body(
+        {
+            "result": {
+                "statusUpdate": {
+                    "taskId": "t",
+                    "status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": agent_message()},
+                }
+            }
+        }
+    )
     flow = a2a_flow(body=jsonrpc_request("SendStreamingMessage"), response=b"", content_type="text/event-stream")
     addon.request(flow)
     addon.responseheaders(flow)
-    flow.response.stream(first + b"data: {\"result\": {\"statusUp")
+    flow.response.stream(first + b'data: {"result": {"statusUp')
     flow.response.data.content = None
     flow.error = tflow.terr("Client disconnected.")
     addon.error(flow)
@@ -91,8 +111,12 @@ def test_gzip_sse_is_parsed_but_forwarded_compressed(tap) -> None:
 
     addon, _, out = tap
     body = gzip.compress(sse_body({"result": {"message": agent_message()}}))
-    flow = a2a_flow(body=jsonrpc_request("SendStreamingMessage"), response=b"", content_type="text/event-stream",
-                    response_headers={"content-encoding": "gzip"})
+    flow = a2a_flow(
+        body=jsonrpc_request("SendStreamingMessage"),
+        response=b"",
+        content_type="text/event-stream",
+        response_headers={"content-encoding": "gzip"},
+    )
     addon.request(flow)
     addon.responseheaders(flow)
     assert flow.response.stream(body[:10]) + flow.response.stream(body[10:]) + flow.response.stream(b"") == body

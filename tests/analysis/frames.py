@@ -14,17 +14,34 @@ T0 = pd.Timestamp("2026-12-01T09:00:00Z")
 def sighting(mid: str | None, conv: str = "c1", minute: float = 0, agent: str = "ag_support1", **fields: Any) -> dict:
     row: dict[str, Any] = dict.fromkeys(MESSAGE_COLUMNS)
     row.update(
-        exchange_id=f"ex-{mid}-{minute}", seq=0, ts=T0 + pd.Timedelta(minutes=minute), agent=agent, message_id=mid,
-        context_id=conv, role="agent", has_envelope=True, anomalies=[],
+        exchange_id=f"ex-{mid}-{minute}",
+        seq=0,
+        ts=T0 + pd.Timedelta(minutes=minute),
+        agent=agent,
+        message_id=mid,
+        context_id=conv,
+        role="agent",
+        has_envelope=True,
+        anomalies=[],
     )
     row.update(fields)
     return row
 
 
-def covered(coverage: str, reason: str | None = "sufficient_evidence", availability: str = "assessed",
-            turn: str | None = None, **fields: Any) -> dict:
-    return {"coverage_availability": availability, "coverage": coverage, "coverage_reason": reason,
-            "originating_turn_id": turn, **fields}
+def covered(
+    coverage: str,
+    reason: str | None = "sufficient_evidence",
+    availability: str = "assessed",
+    turn: str | None = None,
+    **fields: Any,
+) -> dict:
+    return {
+        "coverage_availability": availability,
+        "coverage": coverage,
+        "coverage_reason": reason,
+        "originating_turn_id": turn,
+        **fields,
+    }
 
 
 def routine(name: str, status: str, *required_open: str, **fields: Any) -> dict:

@@ -73,7 +73,10 @@ def test_coverage_distribution_over_assessed_turns_and_availability_over_all() -
     assert (dist.loc["answered", "ci_low"], dist.loc["answered", "ci_high"]) == pytest.approx(textbook_wilson(3, 5))
     reasons = m.coverage_reasons(turns).set_index("value")["count"].to_dict()
     assert reasons == {"sufficient_evidence": 3, "insufficient_evidence": 1, "vibes": 1}
-    assert m.coverage_availability(turns).set_index("value")["count"].to_dict() == {"assessed": 5, "not_recorded": 1}
+    assert m.coverage_availability(turns).set_index("value")["count"].to_dict() == {
+        "assessed": 5,
+        "not_recorded": 1,
+    }
 
 
 def test_authors_conversations_suppression_and_ownership_changes() -> None:
@@ -89,13 +92,21 @@ def test_authors_conversations_suppression_and_ownership_changes() -> None:
     share = m.author_share(rep).set_index("value")
     assert share["count"].to_dict() == {"agent": 3, "human": 1, "bot": 1}
     conv = m.conversations(rep).set_index("conversation")
-    assert conv.loc["c1", ["human_replies", "suppressed_turns", "handoffs_to_human", "handbacks_to_agent"]].tolist() == [
-        1, 1, 1, 1]
+    assert conv.loc[
+        "c1", ["human_replies", "suppressed_turns", "handoffs_to_human", "handbacks_to_agent"]
+    ].tolist() == [1, 1, 1, 1]
     assert conv.loc["c2", ["human_replies", "handoffs_to_human"]].tolist() == [0, 0]
     authors = build_report(frames(msgs))["authors"]
     assert (authors["replies_with_author"], authors["by_author"], authors["human_share"]) == (
-        5, {"agent": 3, "human": 1, "bot": 1}, 0.2)
-    assert (authors["conversations"], authors["conversations_with_human"], authors["suppressed_turns"]) == (2, 1, 1)
+        5,
+        {"agent": 3, "human": 1, "bot": 1},
+        0.2,
+    )
+    assert (authors["conversations"], authors["conversations_with_human"], authors["suppressed_turns"]) == (
+        2,
+        1,
+        1,
+    )
 
 
 def test_routine_instances_restart_after_a_terminal_status() -> None:
@@ -147,14 +158,27 @@ def test_invocations_per_tool_with_unknown_outcomes() -> None:
         sighting("5", invocation_tool_name="x", invocation_outcome="exploded"),
     )
     inv = m.invocation_outcomes(m.replies(msgs))
-    assert inv.values.tolist() == [["book_table", "declined", 1], ["book_table", "started", 2],
-                                   ["nope", "unknown_tool", 1], ["x", "exploded", 1]]
+    assert inv.values.tolist() == [
+        ["book_table", "declined", 1],
+        ["book_table", "started", 2],
+        ["nope", "unknown_tool", 1],
+        ["x", "exploded", 1],
+    ]
     by = build_report(frames(msgs))["invocations"]["by_outcome"]
-    assert by == {"declined": 1, "not_started": 0, "reentered": 0, "started": 2, "unknown_tool": 1, "exploded": 1}
+    assert by == {
+        "declined": 1,
+        "not_started": 0,
+        "reentered": 0,
+        "started": 2,
+        "unknown_tool": 1,
+        "exploded": 1,
+    }
 
 
 def test_citations_uncited_answered_turns_and_most_cited() -> None:
-    cite = lambda *docs: [{"document_id": d, "chunk_id": "c", "title": d.upper(), "source_url": None} for d in docs]  # noqa: E731
+    def cite(*docs: str) -> list[dict]:
+        return [{"document_id": d, "chunk_id": "c", "title": d.upper(), "source_url": None} for d in docs]
+
     msgs = messages(
         sighting("1", **covered("answered"), citations=cite("returns", "shipping"), citation_count=2),
         sighting("1", minute=3, **covered("answered"), citations=cite("returns", "shipping"), citation_count=2),
@@ -164,7 +188,11 @@ def test_citations_uncited_answered_turns_and_most_cited() -> None:
     )
     rep = m.replies(msgs)
     summary = m.citation_summary(m.turns(rep))
-    assert (summary["answered_turns"], summary["answered_without_citation"], summary["share"]) == (3, 1, 1 / 3)
+    assert (summary["answered_turns"], summary["answered_without_citation"], summary["share"]) == (
+        3,
+        1,
+        1 / 3,
+    )
     assert m.most_cited(rep).values.tolist() == [["returns", "RETURNS", 2], ["shipping", "SHIPPING", 1]]
 
 
@@ -176,7 +204,8 @@ def test_empty_and_unenveloped_datasets_give_a_report_with_notes() -> None:
     assert empty["dataset"]["notes"] == ["no agent messages in the selected window"]
     plain = build_report(frames(messages(sighting("1", has_envelope=False))))
     assert plain["dataset"]["notes"] == [
-        "no agent message carried the converse envelope: did the clients send A2A-Extensions?"]
+        "no agent message carried the converse envelope: did the clients send A2A-Extensions?"
+    ]
 
 
 def test_groups_by_agent_and_day() -> None:

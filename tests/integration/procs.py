@@ -34,8 +34,9 @@ class Proc:
 
     def __init__(self, args: list[str], cwd: Path | None = None) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.popen = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd,
-                                      env=env)
+        self.popen = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd, env=env
+        )
         self.lines: list[str] = []
         self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._read, daemon=True)
@@ -84,10 +85,24 @@ class Proc:
 @contextmanager
 def mitmdump(out: Path | None, *extra: str) -> Iterator[tuple[str, Proc]]:
     """mitmdump on a free port, with the addon writing to `out` (None: a bare mitmdump)."""
-    args = [str(MITMDUMP), "--listen-host", "127.0.0.1", "--listen-port", "0", "--set", "termlog_verbosity=info"]
+    args = [
+        str(MITMDUMP),
+        "--listen-host",
+        "127.0.0.1",
+        "--listen-port",
+        "0",
+        "--set",
+        "termlog_verbosity=info",
+    ]
     if out is not None:
-        args += ["-s", mitmdump_script.__file__, "--set", f"converse_tap_dir={out}",
-                 "--set", "converse_tap_flush_interval=0.2"]
+        args += [
+            "-s",
+            mitmdump_script.__file__,
+            "--set",
+            f"converse_tap_dir={out}",
+            "--set",
+            "converse_tap_flush_interval=0.2",
+        ]
     proc = Proc([*args, *extra])
     try:
         port = proc.wait_for(LISTENING).group(1)
@@ -107,17 +122,43 @@ def demo_agent() -> Iterator[str]:
 
 
 # -- a canned upstream: fixed bytes, so "with" and "without the proxy" can be compared byte for byte -----------
-REPLY = {"jsonrpc": "2.0", "id": "r-1", "result": {"message": {
-    "messageId": "m-1", "contextId": "c-1", "role": "ROLE_AGENT", "parts": [{"text": "Open 12-15."}],
-    "extensions": ["https://docs.radioso.ai/reference/a2a-converse-extension/v1"],
-    "metadata": {"https://docs.radioso.ai/reference/a2a-converse-extension/v1": {
-        "author": "agent", "answerCoverage": {"availability": "assessed", "coverage": "answered"}}}}}}
+REPLY = {
+    "jsonrpc": "2.0",
+    "id": "r-1",
+    "result": {
+        "message": {
+            "messageId": "m-1",
+            "contextId": "c-1",
+            "role": "ROLE_AGENT",
+            "parts": [{"text": "Open 12-15."}],
+            "extensions": ["https://docs.radioso.ai/reference/a2a-converse-extension/v1"],
+            "metadata": {
+                "https://docs.radioso.ai/reference/a2a-converse-extension/v1": {
+                    "author": "agent",
+                    "answerCoverage": {"availability": "assessed", "coverage": "answered"},
+                }
+            },
+        }
+    },
+}
 REPLY_BYTES = json.dumps(REPLY).encode()
 SSE_EVENTS = [
-    {"jsonrpc": "2.0", "id": "r-1", "result": {"statusUpdate": {"taskId": "t", "contextId": "c", "status": {
-        "state": "TASK_STATE_WORKING"}}}},
-    {"jsonrpc": "2.0", "id": "r-1", "result": {"statusUpdate": {"taskId": "t", "contextId": "c", "status": {
-        "state": "TASK_STATE_COMPLETED", "message": REPLY["result"]["message"]}}}},
+    {
+        "jsonrpc": "2.0",
+        "id": "r-1",
+        "result": {"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}},
+    },
+    {
+        "jsonrpc": "2.0",
+        "id": "r-1",
+        "result": {
+            "statusUpdate": {
+                "taskId": "t",
+                "contextId": "c",
+                "status": {"state": "TASK_STATE_COMPLETED", "message": REPLY["result"]["message"]},
+            }
+        },
+    },
 ]
 SSE_BYTES = b"".join(b"data: " + json.dumps(e).encode() + b"\r\n\r\n" for e in SSE_EVENTS)
 
@@ -138,16 +179,24 @@ class Canned:
             return Response(REPLY_BYTES, media_type="application/json")
 
         async def gz(request: Request) -> Response:
-            return Response(gzip.compress(REPLY_BYTES), media_type="application/json",
-                            headers={"content-encoding": "gzip"})
+            return Response(
+                gzip.compress(REPLY_BYTES),
+                media_type="application/json",
+                headers={"content-encoding": "gzip"},
+            )
 
         async def rpc_error(request: Request) -> Response:
-            return Response(b'{"jsonrpc":"2.0","id":"r-1","error":{"code":-32001,"message":"Task not found"}}',
-                            media_type="application/json")
+            return Response(
+                b'{"jsonrpc":"2.0","id":"r-1","error":{"code":-32001,"message":"Task not found"}}',
+                media_type="application/json",
+            )
 
         async def rest_404(request: Request) -> Response:
-            return Response(b'{"error":{"code":404,"status":"NOT_FOUND","message":"Task not found"}}',
-                            status_code=404, media_type="application/json")
+            return Response(
+                b'{"error":{"code":404,"status":"NOT_FOUND","message":"Task not found"}}',
+                status_code=404,
+                media_type="application/json",
+            )
 
         async def html(request: Request) -> Response:
             return Response(b"<html><body>not an agent</body></html>", media_type="text/html")
@@ -156,6 +205,7 @@ class Canned:
             async def chunks() -> Any:
                 for i in range(0, len(SSE_BYTES), 13):  # boundaries that cut lines and events
                     yield SSE_BYTES[i : i + 13]
+
             return StreamingResponse(chunks(), media_type="text/event-stream")
 
         async def sse_held(request: Request) -> StreamingResponse:
@@ -165,18 +215,25 @@ class Canned:
                 while not self.release.is_set():
                     await asyncio.sleep(0.01)
                 yield rest
+
             return StreamingResponse(chunks(), media_type="text/event-stream")
 
         async def release(request: Request) -> Response:
             self.release.set()
             return Response(b"ok")
 
-        return Starlette(routes=[
-            Route("/a2a", unary, methods=["POST"]), Route("/gz/a2a", gz, methods=["POST"]),
-            Route("/err/a2a", rpc_error, methods=["POST"]), Route("/rest/tasks/{id}", rest_404),
-            Route("/index.html", html), Route("/sse/a2a", sse_split, methods=["POST"]),
-            Route("/held/a2a", sse_held, methods=["POST"]), Route("/release", release),
-        ])
+        return Starlette(
+            routes=[
+                Route("/a2a", unary, methods=["POST"]),
+                Route("/gz/a2a", gz, methods=["POST"]),
+                Route("/err/a2a", rpc_error, methods=["POST"]),
+                Route("/rest/tasks/{id}", rest_404),
+                Route("/index.html", html),
+                Route("/sse/a2a", sse_split, methods=["POST"]),
+                Route("/held/a2a", sse_held, methods=["POST"]),
+                Route("/release", release),
+            ]
+        )
 
     def __enter__(self) -> Canned:
         self.thread.start()

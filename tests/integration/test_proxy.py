@@ -15,16 +15,22 @@ from a2a.client.service_parameters import ServiceParametersFactory, with_a2a_ext
 from a2a.types.a2a_pb2 import GetTaskRequest, Message, Part, Role, SendMessageRequest
 
 from converse_tap.a2a.constants import CONVERSE_URI
-from converse_tap.ingest import ingest
 from converse_tap.a2a.redact import TextPolicy
+from converse_tap.ingest import ingest
 from converse_tap.store.reader import load
 from tests.integration.procs import REPLY_BYTES, SSE_BYTES, Canned, demo_agent, mitmdump
 
 pytestmark = pytest.mark.integration
 
 HEADERS = {"content-type": "application/json", "a2a-version": "1.0", "a2a-extensions": CONVERSE_URI}
-BODY = json.dumps({"jsonrpc": "2.0", "id": "r-1", "method": "SendMessage", "params": {"message": {
-    "messageId": "u-1", "role": "ROLE_USER", "parts": [{"text": "When are you open?"}]}}}).encode()
+BODY = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": "r-1",
+        "method": "SendMessage",
+        "params": {"message": {"messageId": "u-1", "role": "ROLE_USER", "parts": [{"text": "When are you open?"}]}},
+    }
+).encode()
 STREAM_BODY = BODY.replace(b'"SendMessage"', b'"SendStreamingMessage"')
 
 
@@ -36,13 +42,21 @@ async def _conversation(agent: str, proxy: str, binding: str, streaming: bool) -
         keep = [i for i in card.supported_interfaces if i.protocol_version == "1.0" and i.protocol_binding == binding]
         del card.supported_interfaces[:]
         card.supported_interfaces.extend(keep)
-        client = ClientFactory(ClientConfig(httpx_client=http, streaming=streaming,
-                                            supported_protocol_bindings=[binding])).create(card)
-        ctx = ClientCallContext(service_parameters=ServiceParametersFactory.create([with_a2a_extensions([CONVERSE_URI])]))
+        client = ClientFactory(
+            ClientConfig(httpx_client=http, streaming=streaming, supported_protocol_bindings=[binding])
+        ).create(card)
+        ctx = ClientCallContext(
+            service_parameters=ServiceParametersFactory.create([with_a2a_extensions([CONVERSE_URI])])
+        )
         context_id = task_id = ""
         for text in ("I'd like to book a table", "On 2026-12-24", "For 4 people", "Where can I park nearby?"):
-            msg = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)],
-                          context_id=context_id, task_id=task_id)
+            msg = Message(
+                message_id=str(uuid.uuid4()),
+                role=Role.ROLE_USER,
+                parts=[Part(text=text)],
+                context_id=context_id,
+                task_id=task_id,
+            )
             last_task = ""
             async for ev in client.send_message(SendMessageRequest(message=msg), context=ctx):
                 kind = ev.WhichOneof("payload")
@@ -87,9 +101,14 @@ def test_a2a_sdk_conversation_lands_in_parquet(tmp_path: Path, binding: str, str
     msgs = load(out, "messages")
     replies = msgs[(msgs["role"] == "agent") & msgs["has_envelope"]].drop_duplicates("message_id")
     assert replies.sort_values("ts")["routine_status"].tolist()[:3] == [
-        "waiting_for_input", "waiting_for_input", "completed"]
+        "waiting_for_input",
+        "waiting_for_input",
+        "completed",
+    ]
     assert replies["pending_input"].dropna().apply(lambda s: [x["key"] for x in s]).tolist()[:2] == [
-        ["date", "partySize", "notes"], ["partySize", "notes"]]
+        ["date", "partySize", "notes"],
+        ["partySize", "notes"],
+    ]
     artifacts = msgs[msgs["object_kind"] == "artifact"]
     assert set(artifacts["artifact_name"]) == {"booking"} and artifacts["has_envelope"].all()
     assert len(load(out, "agent_cards")) == 1
@@ -106,8 +125,14 @@ def _fetch(url: str, body: bytes | None, proxy: str | None) -> tuple[int, bytes,
 
 def test_bodies_are_byte_identical_with_and_without_the_proxy(tmp_path: Path) -> None:
     out = tmp_path / "data"
-    cases = [("/a2a", BODY), ("/gz/a2a", BODY), ("/sse/a2a", STREAM_BODY), ("/err/a2a", BODY),
-             ("/rest/tasks/x", None), ("/index.html", None)]
+    cases = [
+        ("/a2a", BODY),
+        ("/gz/a2a", BODY),
+        ("/sse/a2a", STREAM_BODY),
+        ("/err/a2a", BODY),
+        ("/rest/tasks/x", None),
+        ("/index.html", None),
+    ]
     with Canned() as up, mitmdump(out) as (proxy, _):
         for path, body in cases:
             direct = _fetch(up.base + path, body, None)
@@ -117,8 +142,15 @@ def test_bodies_are_byte_identical_with_and_without_the_proxy(tmp_path: Path) ->
         assert _fetch(up.base + "/sse/a2a", STREAM_BODY, proxy)[1] == SSE_BYTES
     ex = load(out, "exchanges").set_index("url")
     # every proxied A2A exchange once, the HTML page not at all
-    assert sorted(ex.index.str.replace(up.base, "")) == ["/a2a", "/a2a", "/err/a2a", "/gz/a2a", "/rest/tasks/x",
-                                                          "/sse/a2a", "/sse/a2a"]
+    assert sorted(ex.index.str.replace(up.base, "")) == [
+        "/a2a",
+        "/a2a",
+        "/err/a2a",
+        "/gz/a2a",
+        "/rest/tasks/x",
+        "/sse/a2a",
+        "/sse/a2a",
+    ]
     assert ex.loc[up.base + "/sse/a2a", "sse_events"].tolist() == [2, 2]
     assert ex.loc[up.base + "/err/a2a", "error_code"] == -32001
     assert ex.loc[up.base + "/gz/a2a", "replies"] == 1
@@ -144,7 +176,10 @@ def test_first_event_reaches_the_client_while_the_stream_is_open(tmp_path: Path)
 
 def test_live_dataset_equals_ingest_of_the_saved_flows(tmp_path: Path) -> None:
     live, offline, flows = tmp_path / "live", tmp_path / "offline", tmp_path / "flows.mitm"
-    with demo_agent() as agent, mitmdump(live, "-w", str(flows), "--set", "store_streamed_bodies=true") as (proxy, _):
+    with (
+        demo_agent() as agent,
+        mitmdump(live, "-w", str(flows), "--set", "store_streamed_bodies=true") as (proxy, _),
+    ):
         asyncio.run(_conversation(agent, proxy, "JSONRPC", streaming=True))
         asyncio.run(_conversation(agent, proxy, "HTTP+JSON", streaming=False))
     result = ingest([flows], offline, TextPolicy())

@@ -56,7 +56,10 @@ def test_rollover_by_rows_and_partition_by_utc_date(tmp_path: Path) -> None:
     dates = sorted(p.name for p in (tmp_path / "exchanges").iterdir())
     assert dates == ["date=2026-11-18", "date=2026-11-19"]
     assert len(list(tmp_path.glob("exchanges/*/part-*.parquet"))) >= 3
-    assert sorted(load(tmp_path, "exchanges", columns=["exchange_id", "date"])["date"]) == ["2026-11-18"] * 3 + ["2026-11-19"] * 3
+    assert (
+        sorted(load(tmp_path, "exchanges", columns=["exchange_id", "date"])["date"])
+        == ["2026-11-18"] * 3 + ["2026-11-19"] * 3
+    )
 
 
 KILLED_WRITER = textwrap.dedent(
@@ -76,8 +79,12 @@ KILLED_WRITER = textwrap.dedent(
 
 
 def _killed_writer(root: Path) -> None:
-    with subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(root)], stdout=subprocess.PIPE, text=True,
-                          cwd=Path(__file__).parents[2]) as proc:
+    with subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITER, str(root)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parents[2],
+    ) as proc:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "flushed"
         proc.send_signal(signal.SIGKILL)
         proc.wait()
