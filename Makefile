@@ -22,8 +22,8 @@ test: $(VENV)/.installed-dev
 	$(PY) -m pytest -q
 
 lint: $(VENV)/.installed-dev
-	$(VENV)/bin/ruff check converse_tap tests benchmarks
-	$(VENV)/bin/ruff format --check converse_tap tests benchmarks
+	$(VENV)/bin/ruff check converse_tap tests benchmarks scripts
+	$(VENV)/bin/ruff format --check converse_tap tests benchmarks scripts
 	$(VENV)/bin/mypy
 
 golden: $(VENV)/.installed-dev

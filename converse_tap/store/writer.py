@@ -32,8 +32,8 @@ def _to_micros(rows: list[dict[str, Any]], columns: list[str]) -> None:
     for r in rows:
         for c in columns:
             v = r.get(c)
-            if isinstance(v, float):
-                r[c] = int(v * 1_000_000)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):  # rows carry epoch seconds
+                r[c] = round(v * 1_000_000)
 
 
 @dataclass

@@ -1,0 +1,134 @@
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+
+from converse_tap.cli import cli
+from tests.golden.regenerate import CASES, render
+from tests.golden.sample import build_sample
+
+ROOT = Path(__file__).parents[1]
+SCHEMA = json.loads((ROOT / "docs" / "report-schema.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("sample")
+    build_sample(out)
+    return out
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_report_matches_golden(sample: Path, name: str) -> None:
+    """Regenerate with `make golden` after a deliberate change, and read the diff."""
+    assert render(sample, CASES[name]) == (ROOT / "tests" / "golden" / name).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("by", [[], ["--by", "agent", "--by", "day", "--by", "routine"]])
+def test_json_report_validates_against_its_documented_schema(sample: Path, by: list[str]) -> None:
+    r = invoke("report", str(sample), "--format", "json", "--stale-after", "30min", *by)
+    assert r.exit_code == 0
+    report = json.loads(r.stdout)
+    jsonschema.validate(report, SCHEMA)
+    assert report["coverage"]["turns_assessed"] == 3
+    assert report["routines"]["abandonment_rate"] == 0.5
+    assert report["authors"]["by_author"] == {"agent": 6, "human": 1}
+    if by:
+        assert set(report["groups"]) == {"agent", "day", "routine"}
+
+
+def test_filters_reach_the_report(sample: Path) -> None:
+    r = invoke("report", str(sample), "--format", "json", "--agent", "nobody")
+    report = json.loads(r.stdout)
+    assert (report["dataset"]["replies"], report["dataset"]["filters"]["agents"]) == (0, ["nobody"])
+    r = invoke("report", str(sample), "--format", "json", "--since", "1999-12-31T23:03:00Z")
+    # a4..a7 (minutes 3-6), and a1 whose poll at minute 7 is a sighting in the window (docs/metrics.md, Windows)
+    assert json.loads(r.stdout)["dataset"]["replies"] == 5
+    r = invoke("report", str(sample), "--format", "json", "--until", "1999-12-30")
+    assert json.loads(r.stdout)["dataset"]["replies"] == 0
+
+
+def test_html_report_is_one_self_contained_file(sample: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    r = invoke("report", str(sample), "--format", "html", "-o", str(out))
+    assert (r.exit_code, r.stdout, r.stderr) == (0, "", f"wrote {out}\n")
+    html = out.read_text()
+    assert html.count("<svg") >= 2 and "Coverage of assessed turns, per agent" in html
+    assert not re.search(r"""(src|href)=["']?https?:""", html)
+    data = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html, re.S)
+    assert data is not None and json.loads(data.group(1))["schema"] == "converse-tap-report/1"
+
+
+def test_empty_dataset_says_what_is_missing(tmp_path: Path) -> None:
+    r = invoke("report", str(tmp_path), "--format", "json")
+    assert r.exit_code == 0
+    report = json.loads(r.stdout)
+    jsonschema.validate(report, SCHEMA)
+    assert report["dataset"]["notes"] == ["the dataset holds no Parquet files yet: record or ingest some traffic first"]
+    assert report["dataset"]["tables_missing"] == ["exchanges", "messages", "agent_cards"]
+    text = invoke("report", str(tmp_path)).stdout
+    assert "note: the dataset holds no Parquet files yet" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["report", "/nonexistent/x"],
+            "Error: Invalid value for 'DATASET': Directory '/nonexistent/x' does not exist.",
+        ),
+        (["report", ".", "--since", "yesterday"], "is not an ISO date or time; write e.g. 2026-12-01"),
+        (
+            ["report", ".", "--stale-after", "soon"],
+            "'soon' is not a positive duration; write e.g. 90s, 30min, 2h or 1d",
+        ),
+        (["report", ".", "--since", "2026-12-02", "--until", "2026-12-01"], "--since must be before --until"),
+        (["report", ".", "--format", "pdf"], "Invalid value for '--format'"),
+    ],
+)
+def test_usage_errors_exit_2_with_a_message_on_stderr(args: list[str], message: str) -> None:
+    r = invoke(*args)
+    assert r.exit_code == 2
+    assert message in r.stderr and r.stdout == ""
+
+
+def test_unreadable_dataset_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "messages" / "date=2026-12-01"
+    bad.mkdir(parents=True)
+    (bad / "part-x.parquet").write_bytes(b"not parquet")
+    r = invoke("report", str(tmp_path))
+    assert r.exit_code == 1
+    assert r.stderr.startswith(f"Error: cannot read the dataset {tmp_path}:")
+
+
+def test_addon_path_is_the_script(tmp_path: Path) -> None:
+    r = invoke("addon-path")
+    path = Path(r.stdout.strip())
+    assert path.name == "mitmdump_script.py" and "addons = [ConverseTap()]" in path.read_text()
+
+
+def test_record_rejects_an_unwritable_directory(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    r = invoke("record", "--out", str(tmp_path / "file" / "data"), "--listen-port", "0")
+    assert r.exit_code == 1
+    assert "cannot write its dataset" in r.stderr and "converse_tap_dir" in r.stderr
+
+
+def test_record_rejects_unknown_options(tmp_path: Path) -> None:
+    r = invoke("record", "--out", str(tmp_path), "--listen-port", "0", "--set", "no_such_option=1")
+    assert r.exit_code == 1 and "no_such_option" in r.stderr
+
+
+def test_every_command_has_help_and_the_reference_is_current() -> None:
+    from scripts.cli_doc import render_cli_doc
+
+    for name, command in cli.commands.items():
+        assert command.help, name
+    assert (ROOT / "docs" / "cli.md").read_text() == render_cli_doc(), "run: python -m scripts.cli_doc"
