@@ -132,3 +132,13 @@ def test_every_command_has_help_and_the_reference_is_current() -> None:
     for name, command in cli.commands.items():
         assert command.help, name
     assert (ROOT / "docs" / "cli.md").read_text() == render_cli_doc(), "run: python -m scripts.cli_doc"
+
+
+def test_every_column_is_documented() -> None:
+    from converse_tap.store.schema import TABLES
+
+    doc = (ROOT / "docs" / "schema.md").read_text()
+    for table, schema in TABLES.items():
+        section = doc.split(f"## {table}", 1)[1].split("\n## ", 1)[0]
+        for name in schema.names:
+            assert re.search(rf"^\| [^|]*\b{name}\b", section, re.M), f"{table}.{name} is not in docs/schema.md"
