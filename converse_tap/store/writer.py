@@ -183,9 +183,13 @@ class DatasetWriter:
         if ext is None:
             return
         self.stats.exchanges += 1
-        self._pending["exchanges"].append(ext.exchange)
-        self._pending["messages"].extend(ext.messages)
-        self._pending["agent_cards"].extend(ext.agent_cards)
+        for table, rows in (
+            ("exchanges", [ext.exchange]),
+            ("messages", ext.messages),
+            ("agent_cards", ext.agent_cards),
+        ):
+            _to_micros(rows, _TS_COLUMNS[table])  # once, as rows arrive: a failed flush retries the same rows
+            self._pending[table].extend(rows)
         if self.on_rows is not None:
             try:
                 self.on_rows(ext)
@@ -205,7 +209,6 @@ class DatasetWriter:
             if not rows:
                 continue
             try:
-                _to_micros(rows, _TS_COLUMNS[table])
                 batch = pa.RecordBatch.from_pylist(rows, schema=TABLES[table])
                 journal = self._journals.get(table)
                 if journal is None:

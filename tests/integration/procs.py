@@ -26,7 +26,7 @@ from starlette.routing import Route
 from converse_tap.addon import mitmdump_script
 
 MITMDUMP = Path(sys.executable).with_name("mitmdump")
-LISTENING = re.compile(r"proxy listening at (?:\*|[\d.]+):(\d+)")
+LISTENING = re.compile(r"(?:proxy|reverse proxy to \S+) listening at (?:\*|[\d.]+):(\d+)")
 
 
 class Proc:
