@@ -349,5 +349,121 @@ def demo_agent(host: str, port: int) -> None:
         raise click.ClickException(f"cannot serve on {host}:{port}: {e}") from e
 
 
+class UsageError(click.ClickException):
+    exit_code = 2
+
+
+def _fmt(v: float | None, share: bool) -> str:
+    if v is None:
+        return "no data"
+    return f"{v * 100:.1f}%" if share else f"{v:g}"
+
+
+@cli.command()
+@click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--max-unanswered-share", type=click.FloatRange(0, 1), help="Fail above this share of unanswered turns.")
+@click.option("--min-answered-share", type=click.FloatRange(0, 1), help="Fail below this share of answered turns.")
+@click.option("--max-abandonment-rate", type=click.FloatRange(0, 1), help="Fail above this routine abandonment rate.")
+@click.option("--max-human-share", type=click.FloatRange(0, 1), help="Fail above this share of human-written replies.")
+@click.option("--no-anomalies", is_flag=True, help="Fail on any conformance anomaly.")
+@click.option("--per-agent", is_flag=True, help="Apply the shares and rates to every agent on its own.")
+@click.option("--agent", "agents", multiple=True, help="Only these agents (repeatable).")
+@click.option("--since", help="Only traffic at or after this UTC date/time (ISO 8601).")
+@click.option("--until", help="Only traffic before this UTC date/time; a bare date includes that whole day.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def check(
+    dataset: Path,
+    max_unanswered_share: float | None,
+    min_answered_share: float | None,
+    max_abandonment_rate: float | None,
+    max_human_share: float | None,
+    no_anomalies: bool,
+    per_agent: bool,
+    agents: tuple[str, ...],
+    since: str | None,
+    until: str | None,
+    fmt: str,
+) -> None:
+    """Gate on recorded traffic: exit 0 when every threshold holds, 1 when one fails, 2 on a usage or data error.
+
+    \b
+    Example (in CI, after a test run recorded through the proxy):
+        converse-tap check data/ --max-unanswered-share 0.1 --max-abandonment-rate 0.25 --no-anomalies
+    A share with nothing to rest on (no assessed turns, no closed routines) passes and says "no data".
+    """
+    import json
+
+    from .analysis.gate import Threshold, evaluate
+    from .analysis.load import Window, load_frames
+    from .analysis.report import build_report
+
+    thresholds = [
+        Threshold(metric, bound, limit)
+        for metric, bound, limit in (
+            ("unanswered_share", "max", max_unanswered_share),
+            ("answered_share", "min", min_answered_share),
+            ("abandonment_rate", "max", max_abandonment_rate),
+            ("human_share", "max", max_human_share),
+            ("anomalies", "max", 0.0 if no_anomalies else None),
+        )
+        if limit is not None
+    ]
+    if not thresholds:
+        raise UsageError("give at least one threshold, e.g. --max-unanswered-share 0.1 (see --help)")
+    try:
+        window = Window(tuple(agents) or None, _when(since, end=False), _when(until, end=True))  # type: ignore[arg-type]
+        frames = load_frames(dataset, window)
+    except click.BadParameter as e:
+        raise UsageError(e.format_message()) from e
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot read the dataset {dataset}: {e}") from e
+    if not frames.present:
+        raise UsageError(f"{dataset} holds no Parquet files: nothing to check")
+    report = build_report(frames, window, by=("agent",) if per_agent else ())
+    outcomes = evaluate(report, thresholds, per_agent)
+    failed = [o for o in outcomes if not o.passed]
+    if fmt == "json":
+        click.echo(
+            json.dumps(
+                {"schema": "converse-tap-check/1", "passed": not failed, "checks": [o.as_dict() for o in outcomes]},
+                indent=2,
+            )
+        )
+    else:
+        for o in outcomes:
+            share = o.metric != "anomalies"
+            verdict = "ok  " if o.passed else "FAIL"
+            line = (
+                f"{verdict} {o.scope}: {o.metric} {_fmt(o.value, share)} "
+                f"({'<=' if o.bound == 'max' else '>='} {_fmt(o.limit, share)}) on {o.basis} {o.basis_name}"
+            )
+            if not o.passed and o.margin is not None:
+                line += f", off by {_fmt(o.margin, share)}"
+            click.echo(line)
+    sys.exit(1 if failed else 0)
+
+
+@cli.command()
+@click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def agents(dataset: Path, fmt: str) -> None:
+    """List each agent seen: its card's converse declaration, MCP endpoint, and tools with their required inputs.
+
+    \b
+    Example:
+        converse-tap agents data/ --format json
+    """
+    import json
+
+    from .analysis.agents import agents_overview, agents_text
+    from .analysis.load import load_frames
+
+    try:
+        overview = agents_overview(load_frames(dataset))
+    except (OSError, ValueError) as e:
+        raise click.ClickException(f"cannot read the dataset {dataset}: {e}") from e
+    click.echo(json.dumps(overview, indent=2) if fmt == "json" else agents_text(overview), nl=fmt == "json")
+
+
 def main() -> None:
     cli()

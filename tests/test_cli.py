@@ -142,3 +142,62 @@ def test_every_column_is_documented() -> None:
         section = doc.split(f"## {table}", 1)[1].split("\n## ", 1)[0]
         for name in schema.names:
             assert re.search(rf"^\| [^|]*\b{name}\b", section, re.M), f"{table}.{name} is not in docs/schema.md"
+
+
+def test_check_passes_and_fails_with_reasons(sample: Path) -> None:
+    ok = invoke("check", str(sample), "--max-unanswered-share", "0.5", "--max-abandonment-rate", "0.5")
+    assert (ok.exit_code, ok.stdout) == (
+        0,
+        (
+            "ok   all: unanswered_share 33.3% (<= 50.0%) on 3 assessed turns\n"
+            "ok   all: abandonment_rate 50.0% (<= 50.0%) on 2 closed routine instances\n"
+        ),
+    )
+    bad = invoke("check", str(sample), "--min-answered-share", "0.5", "--max-human-share", "0.2", "--no-anomalies")
+    assert (bad.exit_code, bad.stdout) == (
+        1,
+        (
+            "FAIL all: answered_share 33.3% (>= 50.0%) on 3 assessed turns, off by 16.7%\n"
+            "ok   all: human_share 14.3% (<= 20.0%) on 7 replies with an author\n"
+            "ok   all: anomalies 0 (<= 0) on 0 anomalies\n"
+        ),
+    )
+
+
+def test_check_json_and_per_agent(sample: Path) -> None:
+    r = invoke("check", str(sample), "--max-human-share", "0.1", "--per-agent", "--format", "json")
+    doc = json.loads(r.stdout)
+    assert (r.exit_code, doc["schema"], doc["passed"]) == (1, "converse-tap-check/1", False)
+    (check,) = doc["checks"]
+    assert (check["scope"], check["value"], check["basis"]) == ("agent.test:9000/a2a/jsonrpc", 1 / 7, 7)
+    assert check["margin"] == pytest.approx(1 / 7 - 0.1)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [([], "give at least one threshold"), (["--max-human-share", "2"], "2.0 is not in the range 0<=x<=1")],
+)
+def test_check_usage_errors_exit_2(sample: Path, args: list[str], message: str) -> None:
+    r = invoke("check", str(sample), *args)
+    assert r.exit_code == 2 and message in r.stderr
+
+
+def test_check_on_an_empty_directory_is_a_data_error(tmp_path: Path) -> None:
+    r = invoke("check", str(tmp_path), "--no-anomalies")
+    assert r.exit_code == 2 and "holds no Parquet files" in r.stderr
+
+
+def test_agents_lists_cards_and_tools(sample: Path) -> None:
+    r = invoke("agents", str(sample))
+    assert r.exit_code == 0
+    assert r.stdout == (
+        "agent.test:9000  (0 A2A calls)\n"
+        "  well-known card: Support\n"
+        "    converse extension: declared (required unset)\n"
+        "    MCP endpoint: https://mcp.test/a   server card: https://mcp.test/a/server-card\n"
+        "    tool book_table: requires date\n"
+        "agent.test:9000/a2a/jsonrpc  (8 A2A calls)\n"
+        "  no agent card seen\n"
+    )
+    doc = json.loads(invoke("agents", str(sample), "--format", "json").stdout)
+    assert doc[0]["cards"][0]["tools"][0]["input_schema"] == {"type": "object", "required": ["date"]}

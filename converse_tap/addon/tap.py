@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -11,13 +12,14 @@ from pathlib import Path
 from mitmproxy import ctx, exceptions, http
 
 from ..a2a.classify import A2ARequest, classify
-from ..a2a.extract import extract
+from ..a2a.extract import Extraction, extract
 from ..a2a.headers import Headers
 from ..a2a.redact import TEXT_POLICIES, TextPolicy
 from ..store.files import check_writable, dataset_salt
 from ..store.writer import DatasetWriter, recover
 from .flows import exchange_from_flow
 from .stream_tap import SseTap
+from .summary import SUMMARY_LEVELS, summary_lines
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,9 @@ class ConverseTap:
         self.counters: Counter[str] = Counter()
         self._pending: dict[str, _Pending] = {}
         self._failures_logged: set[str] = set()
+        self.summary = "exchanges"
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lines: deque[str] = deque()  # summary lines from the writer thread, logged on the event loop
 
     def load(self, loader):
         loader.add_option(
@@ -66,6 +71,13 @@ class ConverseTap:
             "Bodies and SSE events larger than this many bytes pass through untouched but are not parsed.",
         )
         loader.add_option(
+            "converse_tap_summary",
+            str,
+            "exchanges",
+            "Live summary: one line per A2A exchange, also one per reply, or none.",
+            choices=list(SUMMARY_LEVELS),
+        )
+        loader.add_option(
             "converse_tap_rollover_rows",
             int,
             250_000,
@@ -86,6 +98,9 @@ class ConverseTap:
             raise exceptions.OptionsError(
                 f"converse_tap_text must be one of {', '.join(TEXT_POLICIES)}, not {opts.converse_tap_text!r}"
             )
+        if opts.converse_tap_summary not in SUMMARY_LEVELS:
+            raise exceptions.OptionsError(f"converse_tap_summary must be one of {', '.join(SUMMARY_LEVELS)}")
+        self.summary = opts.converse_tap_summary
         if "converse_tap_max_body" in updated and opts.converse_tap_max_body < 1024:
             raise exceptions.OptionsError("converse_tap_max_body must be at least 1024 bytes")
         if "converse_tap_rollover_rows" in updated and opts.converse_tap_rollover_rows < 1:
@@ -117,11 +132,13 @@ class ConverseTap:
             flush_interval=self.flush_interval,
             rollover_rows=opts.converse_tap_rollover_rows,
             rollover_seconds=self.rollover_seconds,
+            on_rows=self._on_rows,
         )
         self.writer.start()
         log.info("converse-tap: recording A2A traffic into %s (text: %s)", root, self.policy.mode)
 
     def running(self) -> None:
+        self._loop = asyncio.get_running_loop()
         if self.writer is None:  # a host that never configured us: start with the options as they are
             try:
                 self._open(Path(ctx.options.converse_tap_dir))
@@ -156,10 +173,14 @@ class ConverseTap:
     def done(self) -> None:
         if self.writer is not None:
             self.writer.close()
+            self._log_lines()  # the exchanges the close drained have not been logged yet
             s = self.writer.stats
             log.info(
-                "converse-tap: %d A2A exchanges, rows written %s, %d dropped, %d extraction failures, %d hook failures",
+                "converse-tap: %d A2A exchanges, %d replies, %d anomalies, rows written %s, %d dropped, "
+                "%d extraction failures, %d hook failures",
                 s.exchanges,
+                self.counters["replies"],
+                self.counters["anomalies"],
                 s.rows_written,
                 s.rows_dropped,
                 s.extract_failures,
@@ -214,6 +235,27 @@ class ConverseTap:
             extra_anomalies=extra,
         )
         self.writer.submit(partial(extract, ex, self.policy, pending.req))
+
+    def _on_rows(self, ext: Extraction) -> None:
+        """Runs on the writer thread: count, and hand the summary lines to the event loop to log."""
+        self.counters["replies"] += ext.exchange["replies"]
+        self.counters["anomalies"] += len(ext.exchange["anomalies"]) + sum(len(m["anomalies"]) for m in ext.messages)
+        lines = summary_lines(ext, self.summary)
+        if not lines:
+            return
+        self._lines.extend(lines)
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._log_lines)
+
+    def _log_lines(self) -> None:
+        """Log the summary lines waiting in the buffer (on the event loop, or from `done`)."""
+        while True:
+            try:
+                line = self._lines.popleft()
+            except IndexError:
+                return
+            log.info(line)
 
     def _failed(self, hook: str, flow: http.HTTPFlow) -> None:
         self.counters["hook_failures"] += 1

@@ -6,7 +6,6 @@ Sightings become facts first: `replies` keeps one row per distinct agent message
 
 from __future__ import annotations
 
-from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -119,38 +118,37 @@ def author_share(replies: pd.DataFrame) -> pd.DataFrame:
 
 def conversations(replies: pd.DataFrame) -> pd.DataFrame:
     """Per conversation: replies, human-written replies, suppressed turns, and ownership changes."""
-    cols = [
-        "agent",
-        "conversation",
-        "replies",
-        "human_replies",
-        "suppressed_turns",
-        "handoffs_to_human",
-        "handbacks_to_agent",
-        "first_seen",
-        "last_seen",
-    ]
+    cols = ["agent", "conversation", "replies", "human_replies", "suppressed_turns", "handoffs_to_human",
+            "handbacks_to_agent", "first_seen", "last_seen"]  # fmt: skip
     if replies.empty:
         return pd.DataFrame(columns=cols)
-    rows = []
-    for (agent, conv), g in replies.groupby(["agent", "conversation"], sort=True):
-        states = [s for s in g["ownership_state"] if s is not None and s == s]
-        to_human = sum(1 for a, b in pairwise(states) if a == "ai_owned" and b == "human_owned")
-        to_agent = sum(1 for a, b in pairwise(states) if a == "human_owned" and b == "ai_owned")
-        rows.append(
-            {
-                "agent": agent,
-                "conversation": conv,
-                "replies": len(g),
-                "human_replies": int((g["author"] == "human").sum()),
-                "suppressed_turns": int((g["ownership_suppressed"] == True).sum()),  # noqa: E712 (nullable)
-                "handoffs_to_human": to_human,
-                "handbacks_to_agent": to_agent,
-                "first_seen": g["first_seen"].min(),
-                "last_seen": g["first_seen"].max(),
-            }
+    keys = ["agent", "conversation"]
+    r = replies.assign(
+        _human=(replies["author"] == "human"),
+        _suppressed=(replies["ownership_suppressed"] == True),  # noqa: E712 (nullable column)
+    )
+    out = r.groupby(keys, sort=True).agg(
+        replies=("reply_key", "size"),
+        human_replies=("_human", "sum"),
+        suppressed_turns=("_suppressed", "sum"),
+        first_seen=("first_seen", "min"),
+        last_seen=("first_seen", "max"),
+    )
+    # ownership changes between consecutive replies that state an owner (replies come in first-seen order)
+    owned = r[r["ownership_state"].notna()]
+    prev = owned.groupby(keys, sort=False)["ownership_state"].shift()
+    changes = (
+        owned.assign(
+            handoffs_to_human=(prev == "ai_owned") & (owned["ownership_state"] == "human_owned"),
+            handbacks_to_agent=(prev == "human_owned") & (owned["ownership_state"] == "ai_owned"),
         )
-    return pd.DataFrame(rows, columns=cols)
+        .groupby(keys, sort=True)[["handoffs_to_human", "handbacks_to_agent"]]
+        .sum()
+    )
+    out = out.join(changes, how="left").fillna({"handoffs_to_human": 0, "handbacks_to_agent": 0})
+    for c in ("replies", "human_replies", "suppressed_turns", "handoffs_to_human", "handbacks_to_agent"):
+        out[c] = out[c].astype(int)
+    return out.reset_index()[cols]
 
 
 def _routine_key(replies: pd.DataFrame) -> pd.Series:
@@ -173,73 +171,48 @@ def routine_instances(
     last status before abandonment. With `stale_after`, open instances idle longer than that before `now`
     (default: the last reply seen in the data) are marked stale.
     """
-    cols = [
-        "agent",
-        "conversation",
-        "routine",
-        "tool_name",
-        "instance",
-        "outcome",
-        "stale",
-        "turns",
-        "started",
-        "ended",
-        "last_seen",
-        "seconds",
-        "last_status",
-        "abandoned_at",
-    ]
+    cols = ["agent", "conversation", "routine", "tool_name", "instance", "outcome", "stale", "turns",
+            "started", "ended", "last_seen", "seconds", "last_status", "abandoned_at"]  # fmt: skip
     if replies.empty:
         return pd.DataFrame(columns=cols)
     r = replies[replies["routine_status"].notna()]
     r = r.assign(routine=_routine_key(r))
     r = r[r["routine"].notna()]
-    if now is None and not replies.empty:
+    if r.empty:
+        return pd.DataFrame(columns=cols)
+    if now is None:
         now = replies["first_seen"].max()
-    rows: list[dict[str, Any]] = []
-    for (agent, conv, routine), g in r.groupby(["agent", "conversation", "routine"], sort=True):
-        current: dict[str, Any] | None = None
-        previous_open: list[str] = []
-        n = 0
-        for rec in g.itertuples(index=False):
-            if current is None:
-                n += 1
-                current = {
-                    "agent": agent,
-                    "conversation": conv,
-                    "routine": routine,
-                    "tool_name": rec.routine_tool_name,
-                    "instance": n,
-                    "outcome": "open",
-                    "stale": False,
-                    "turns": 0,
-                    "started": rec.first_seen,
-                    "ended": pd.NaT,
-                    "last_seen": rec.first_seen,
-                    "seconds": None,
-                    "last_status": None,
-                    "abandoned_at": [],
-                }
-                previous_open = []
-            current["turns"] += 1
-            current["last_seen"] = rec.first_seen
-            current["last_status"] = rec.routine_status
-            current["tool_name"] = current["tool_name"] or rec.routine_tool_name
-            if rec.routine_status in TERMINAL_ROUTINE_STATUSES:
-                current["outcome"] = rec.routine_status
-                current["ended"] = rec.first_seen
-                current["seconds"] = _seconds(current["started"], rec.first_seen)
-                if rec.routine_status == "abandoned":
-                    current["abandoned_at"] = previous_open
-                rows.append(current)
-                current = None
-            else:
-                previous_open = _required_open(rec.pending_input)
-        if current is not None:
-            if stale_after is not None and now is not None and pd.notna(current["last_seen"]):
-                current["stale"] = bool(now - current["last_seen"] > stale_after)
-            rows.append(current)
-    return pd.DataFrame(rows, columns=cols)
+    keys = ["agent", "conversation", "routine"]
+    terminal = r["routine_status"].isin(TERMINAL_ROUTINE_STATUSES)
+    # an instance number per row: 1 + the terminal statuses before it in its (agent, conversation, routine)
+    instance = terminal.astype(int).groupby([r[k] for k in keys], sort=False).cumsum() - terminal.astype(int) + 1
+    r = r.assign(instance=instance, _prev_pending=None)
+    inst_keys = [*keys, "instance"]
+    r["_prev_pending"] = r.groupby(inst_keys, sort=False)["pending_input"].shift()
+    g = r.groupby(inst_keys, sort=True)
+    out = g.agg(
+        tool_name=("routine_tool_name", "first"),
+        turns=("reply_key", "size"),
+        started=("first_seen", "first"),
+        last_seen=("first_seen", "last"),
+        last_status=("routine_status", "last"),
+        _last_prev_pending=("_prev_pending", "last"),
+    ).reset_index()
+    closed = out["last_status"].isin(TERMINAL_ROUTINE_STATUSES)
+    out["outcome"] = out["last_status"].where(closed, "open")
+    out["ended"] = out["last_seen"].where(closed)
+    out["seconds"] = (out["ended"] - out["started"]).dt.total_seconds().astype(object)
+    out["seconds"] = out["seconds"].where(closed, None)
+    out["abandoned_at"] = [
+        _required_open(p) if o == "abandoned" else []
+        for o, p in zip(out["outcome"], out["_last_prev_pending"], strict=True)
+    ]
+    stale = pd.Series(False, index=out.index)
+    if stale_after is not None and now is not None:
+        stale = (~closed) & ((now - out["last_seen"]) > stale_after)
+    out["stale"] = stale.astype(bool)
+    out["tool_name"] = out["tool_name"].astype(object).where(out["tool_name"].notna(), None)
+    return out[cols]
 
 
 def _seconds(start: Any, end: Any) -> float | None:

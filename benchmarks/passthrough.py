@@ -1,0 +1,10 @@
+"""A bare-mitmdump baseline that streams SSE like our addon does (a pass-through stream callable)."""
+
+
+class PassThrough:
+    def responseheaders(self, flow):  # noqa: ANN001, ANN201
+        if flow.response.headers.get("content-type", "").startswith("text/event-stream"):
+            flow.response.stream = lambda chunk: chunk
+
+
+addons = [PassThrough()]

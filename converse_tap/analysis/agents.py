@@ -1,0 +1,82 @@
+"""Agents at a glance: each agent seen, its card's converse declaration, MCP endpoint and tools."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+
+from .load import Frames
+
+
+def agents_overview(frames: Frames) -> list[dict[str, Any]]:
+    """One entry per agent seen in traffic or cards, with the latest card of each source."""
+    ex, cards = frames.exchanges, frames.agent_cards
+    traffic = ex[ex["binding"].astype(object) != "card"] if not ex.empty else ex
+    calls = traffic.groupby("agent").size().to_dict() if not traffic.empty else {}
+    seen = set(map(str, calls)) | (set(map(str, cards["agent"].dropna())) if not cards.empty else set())
+    names = sorted(seen)
+    latest = cards.sort_values("ts").drop_duplicates(["agent", "source"], keep="last") if not cards.empty else cards
+    out = []
+    for agent in names:
+        entry: dict[str, Any] = {"agent": agent, "calls": int(calls.get(agent, 0)), "cards": []}
+        rows = latest[latest["agent"] == agent].to_dict("records") if not latest.empty else []
+        for card in rows:
+            tools = []
+            for t in card["tools"] if card["tools"] is not None else []:
+                schema = json.loads(t["input_schema_json"]) if t["input_schema_json"] else None
+                tools.append(
+                    {
+                        "tool": t["tool_name"],
+                        "description": t["description"],
+                        "required": list(t["required_fields"] if t["required_fields"] is not None else []),
+                        "input_schema": schema,
+                    }
+                )
+            entry["cards"].append(
+                {
+                    "source": str(card["source"]),
+                    "name": card["name"],
+                    "converse_declared": bool(card["converse_declared"]),
+                    "converse_required": None
+                    if pd.isna(card["converse_required"])
+                    else bool(card["converse_required"]),
+                    "mcp_url": card["mcp_url"],
+                    "mcp_server_card_url": card["mcp_server_card_url"],
+                    "skills": list(card["skill_ids"] if card["skill_ids"] is not None else []),
+                    "tools": tools,
+                    "tools_match_skills": None
+                    if pd.isna(card["tools_match_skills"])
+                    else bool(card["tools_match_skills"]),
+                    "anomalies": list(card["anomalies"] if card["anomalies"] is not None else []),
+                }
+            )
+        out.append(entry)
+    return out
+
+
+def agents_text(overview: list[dict[str, Any]]) -> str:
+    if not overview:
+        return "no agents seen: the dataset has no A2A traffic and no agent cards\n"
+    lines = []
+    for a in overview:
+        lines.append(f"{a['agent']}  ({a['calls']} A2A calls)")
+        if not a["cards"]:
+            lines.append("  no agent card seen")
+        for c in a["cards"]:
+            lines.append(f"  {c['source']} card: {c['name'] or '(no name)'}")
+            if not c["converse_declared"]:
+                lines.append("    converse extension: not declared")
+                continue
+            req = {True: "required", False: "optional", None: "required unset"}[c["converse_required"]]
+            lines.append(f"    converse extension: declared ({req})")
+            lines.append(f"    MCP endpoint: {c['mcp_url'] or '–'}   server card: {c['mcp_server_card_url'] or '–'}")
+            for t in c["tools"]:
+                lines.append(f"    tool {t['tool']}: requires {', '.join(t['required']) or 'nothing'}")
+            if c["tools_match_skills"] is False:
+                lines.append(
+                    "    ! tools without a matching skill: "
+                    + ", ".join(x.split(":", 1)[1] for x in c["anomalies"] if x.startswith("card_tool_without_skill:"))
+                )
+    return "\n".join(lines) + "\n"

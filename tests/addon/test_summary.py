@@ -1,0 +1,58 @@
+import logging
+
+from mitmproxy.test import tflow
+
+from converse_tap.a2a.extract import extract
+from converse_tap.a2a.redact import TextPolicy
+from converse_tap.addon.flows import exchange_from_flow
+from converse_tap.addon.summary import summary_lines
+from tests.factories import a2a_flow, agent_message, envelope, jsonrpc_result
+
+ROUTINE = {
+    "name": "Book a table",
+    "status": "waiting_for_input",
+    "pendingInput": [
+        {"key": "date", "type": "string", "required": True},
+        {"key": "notes", "type": "string", "required": False},
+    ],
+}
+
+
+def _ext(env):
+    task = {
+        "id": "t",
+        "contextId": "c",
+        "status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": agent_message(env=env)},
+    }
+    out = extract(exchange_from_flow(a2a_flow(response=jsonrpc_result({"task": task}))), TextPolicy())
+    assert out is not None
+    return out
+
+
+def test_one_line_per_exchange_and_one_per_reply() -> None:
+    ext = _ext(envelope(routine=ROUTINE, invocation={"toolName": "book_table", "outcome": "started"}))
+    assert summary_lines(ext, "exchanges") == [
+        "A2A agent.test:9000/a2a/jsonrpc SendMessage [jsonrpc v1.0] 200 -> input_required | answered | by agent"
+        " | Book a table: waiting_for_input (date) | call book_table: started"
+    ]
+    assert summary_lines(ext, "replies")[1] == (
+        "    reply m-agent: answered | by agent | Book a table: waiting_for_input (date) | call book_table: started"
+    )
+    assert summary_lines(ext, "off") == []
+
+
+def test_anomalies_are_counted_in_the_line() -> None:
+    assert summary_lines(_ext(envelope(author="robot")), "exchanges")[0].endswith("| 1 anomaly")
+
+
+def test_addon_logs_lines_for_a2a_only(tap, caplog) -> None:
+    addon, _, _ = tap
+    caplog.set_level(logging.INFO)
+    for flow in (tflow.tflow(resp=True), a2a_flow(response=jsonrpc_result({"message": agent_message()}))):
+        addon.request(flow)
+        addon.responseheaders(flow)
+        addon.response(flow)
+    addon.done()
+    lines = [r.message for r in caplog.records if r.message.startswith("A2A ")]
+    assert lines == ["A2A agent.test:9000/a2a/jsonrpc SendMessage [jsonrpc v1.0] 200 | answered | by agent"]
+    assert "1 A2A exchanges, 1 replies, 0 anomalies" in caplog.text
