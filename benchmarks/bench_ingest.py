@@ -21,16 +21,31 @@ from converse_tap.ingest import ingest
 from tests.factories import a2a_flow, agent_message, envelope, jsonrpc_request, jsonrpc_result, sse_body
 
 
-def flows(n: int):  # noqa: ANN201
+def flows(n: int):
     card = json.dumps({"name": "A", "skills": [{"id": "x"}], "capabilities": {}}).encode()
-    events = [{"jsonrpc": "2.0", "id": "r-1", "result": {"statusUpdate": {"taskId": "t", "contextId": "c", "status": {
-        "state": "TASK_STATE_COMPLETED", "message": agent_message(f"s{i}", env=envelope())}}}} for i in range(3)]
+    events = [
+        {
+            "jsonrpc": "2.0",
+            "id": "r-1",
+            "result": {
+                "statusUpdate": {
+                    "taskId": "t",
+                    "contextId": "c",
+                    "status": {"state": "TASK_STATE_COMPLETED", "message": agent_message(f"s{i}", env=envelope())},
+                }
+            },
+        }
+        for i in range(3)
+    ]
     for i in range(n):
         if i % 10 == 0:
             yield a2a_flow(method="GET", path="/.well-known/agent-card.json", response=card)
         elif i % 3 == 0:
-            yield a2a_flow(body=jsonrpc_request("SendStreamingMessage"), response=sse_body(*events),
-                           content_type="text/event-stream")
+            yield a2a_flow(
+                body=jsonrpc_request("SendStreamingMessage"),
+                response=sse_body(*events),
+                content_type="text/event-stream",
+            )
         else:
             yield a2a_flow(response=jsonrpc_result({"message": agent_message(f"m{i}", env=envelope())}))
 
@@ -48,8 +63,10 @@ def main() -> None:
         t0 = time.perf_counter()
         result = ingest([path], Path(tmp) / "out", TextPolicy())
         secs = time.perf_counter() - t0
-    print(f"{result.flows} flows -> {result.exchanges} "
-          f"exchanges in {secs:.2f}s: {result.flows / secs:,.0f} flows/s (target >= 5,000)")
+    print(
+        f"{result.flows} flows -> {result.exchanges} "
+        f"exchanges in {secs:.2f}s: {result.flows / secs:,.0f} flows/s (target >= 5,000)"
+    )
 
 
 if __name__ == "__main__":

@@ -27,10 +27,15 @@ from converse_tap.addon import mitmdump_script
 from tests.integration.procs import LISTENING, MITMDUMP, Proc
 
 HERE = Path(__file__).parent
-BODY = (b'{"jsonrpc":"2.0","id":"r-1","method":"SendMessage","params":{"message":{"messageId":"u","role":"ROLE_USER",'
-        b'"parts":[{"text":"When are you open?"}]}}}')
-HEADERS = {"content-type": "application/json", "a2a-version": "1.0",
-           "a2a-extensions": "https://docs.radioso.ai/reference/a2a-converse-extension/v1"}
+BODY = (
+    b'{"jsonrpc":"2.0","id":"r-1","method":"SendMessage","params":{"message":{"messageId":"u","role":"ROLE_USER",'
+    b'"parts":[{"text":"When are you open?"}]}}}'
+)
+HEADERS = {
+    "content-type": "application/json",
+    "a2a-version": "1.0",
+    "a2a-extensions": "https://docs.radioso.ai/reference/a2a-converse-extension/v1",
+}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -41,6 +46,7 @@ def cpu_seconds(pid: int) -> float:
 async def unary(url: str, proxy: str | None, n: int, concurrency: int) -> tuple[float, list[float]]:
     latencies: list[float] = []
     async with httpx.AsyncClient(proxy=proxy, timeout=30, limits=httpx.Limits(max_connections=concurrency)) as c:
+
         async def worker(k: int) -> None:
             for _ in range(k):
                 t0 = time.perf_counter()
@@ -58,8 +64,9 @@ async def stream(url: str, proxy: str | None) -> tuple[float, list[float]]:
     async with httpx.AsyncClient(proxy=proxy, timeout=30) as c:
         t0 = time.perf_counter()
         arrivals = []
-        async with c.stream("POST", url, content=BODY.replace(b"SendMessage", b"SendStreamingMessage"),
-                            headers=HEADERS) as r:
+        async with c.stream(
+            "POST", url, content=BODY.replace(b"SendMessage", b"SendStreamingMessage"), headers=HEADERS
+        ) as r:
             buf = b""
             async for chunk in r.aiter_raw():
                 buf += chunk
@@ -80,17 +87,36 @@ def main() -> None:
     up = Proc([sys.executable, "-m", "benchmarks.upstream"])
     port = up.wait_for(re.compile(r"listening on (\d+)")).group(1)
     base = f"http://127.0.0.1:{port}"
-    common = [str(MITMDUMP), "--listen-host", "127.0.0.1", "--listen-port", "0", "--set", "flow_detail=0",
-              "--set", f"confdir={tmp / 'conf'}"]
+    common = [
+        str(MITMDUMP),
+        "--listen-host",
+        "127.0.0.1",
+        "--listen-port",
+        "0",
+        "--set",
+        "flow_detail=0",
+        "--set",
+        f"confdir={tmp / 'conf'}",
+    ]
     proxies = {
         "bare": Proc([*common, "-s", str(HERE / "passthrough.py")]),
-        "addon": Proc([*common, "-s", mitmdump_script.__file__, "--set", f"converse_tap_dir={tmp / 'data'}",
-                       "--set", "converse_tap_summary=off"]),
+        "addon": Proc(
+            [
+                *common,
+                "-s",
+                mitmdump_script.__file__,
+                "--set",
+                f"converse_tap_dir={tmp / 'data'}",
+                "--set",
+                "converse_tap_summary=off",
+            ]
+        ),
     }
     urls = {name: f"http://127.0.0.1:{proc.wait_for(LISTENING).group(1)}" for name, proc in proxies.items()}
     paths: dict[str, str | None] = {"direct": None, **urls}
-    res: dict[str, dict[str, list[float]]] = {k: {"rps": [], "p50": [], "p99": [], "cpu": [], "first": [], "gap": []}
-                                              for k in paths}
+    res: dict[str, dict[str, list[float]]] = {
+        k: {"rps": [], "p50": [], "p99": [], "cpu": [], "first": [], "gap": []} for k in paths
+    }
     try:
         for _ in range(a.reps):  # interleaved, so drift hits every path alike
             for name, proxy in paths.items():
@@ -118,8 +144,10 @@ def main() -> None:
     print(f"{'path':8} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'proxy CPU ms/req':>17}")
     for k, m in med.items():
         print(f"{k:8} {m['rps']:8.0f} {m['p50']:8.2f} {m['p99']:8.2f} {m['cpu']:17.3f}")
-    print(f"addon/bare: req/s {med['addon']['rps'] / med['bare']['rps']:.3f} (target >= 0.95), "
-          f"CPU/req {med['addon']['cpu'] / med['bare']['cpu']:.3f} (target <= 1.05)")
+    print(
+        f"addon/bare: req/s {med['addon']['rps'] / med['bare']['rps']:.3f} (target >= 0.95), "
+        f"CPU/req {med['addon']['cpu'] / med['bare']['cpu']:.3f} (target <= 1.05)"
+    )
     print(f"streams: {a.streams} x 20 SSE events 50 ms apart; medians")
     print(f"{'path':8} {'first event ms':>15} {'mean event offset ms':>21}")
     for k, m in med.items():

@@ -2,7 +2,7 @@
 
 
 class PassThrough:
-    def responseheaders(self, flow):  # noqa: ANN001, ANN201
+    def responseheaders(self, flow):
         if flow.response.headers.get("content-type", "").startswith("text/event-stream"):
             flow.response.stream = lambda chunk: chunk
 

@@ -1,6 +1,6 @@
 """A fast A2A upstream for benchmarks: SendMessage with a converse reply, and a 20-event SSE stream 50 ms apart.
 
-    python -m benchmarks.upstream    (prints "listening on PORT")
+python -m benchmarks.upstream    (prints "listening on PORT")
 """
 
 from __future__ import annotations
@@ -23,7 +23,11 @@ REPLY = json.dumps({"jsonrpc": "2.0", "id": "r-1", "result": {"message": agent_m
 def event(i: int) -> bytes:
     state = "TASK_STATE_COMPLETED" if i == 19 else "TASK_STATE_WORKING"
     status: dict = {"state": state, **({"message": agent_message(env=envelope())} if i == 19 else {})}
-    doc = {"jsonrpc": "2.0", "id": "r-1", "result": {"statusUpdate": {"taskId": "t", "contextId": "c", "status": status}}}
+    doc = {
+        "jsonrpc": "2.0",
+        "id": "r-1",
+        "result": {"statusUpdate": {"taskId": "t", "contextId": "c", "status": status}},
+    }
     return b"data: " + json.dumps(doc).encode() + b"\r\n\r\n"
 
 
@@ -33,7 +37,7 @@ async def send(request: Request) -> Response:
 
 
 async def stream(request: Request) -> StreamingResponse:
-    async def events():  # noqa: ANN202
+    async def events():
         for i in range(20):
             yield event(i)
             if i < 19:
