@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from . import __version__
 from .a2a.redact import TEXT_POLICIES, TextPolicy
+
+if TYPE_CHECKING:  # the analysis imports pandas: only the commands that need it load it
+    from .analysis.load import Frames, Window
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -163,6 +167,39 @@ def _when(text: str | None, end: bool) -> object:
         ) from None
 
 
+def window_options(f: Any) -> Any:
+    """--agent, --since, --until: which traffic a report or a check covers."""
+    for option in reversed(
+        [
+            click.option("--agent", "agents", multiple=True, help="Only these agents (repeatable)."),
+            click.option("--since", help="Only traffic at or after this UTC date/time (ISO 8601)."),
+            click.option(
+                "--until", help="Only traffic before this UTC date/time; a bare date includes that whole day."
+            ),
+        ]
+    ):
+        f = option(f)
+    return f
+
+
+def _window(agents: tuple[str, ...], since: str | None, until: str | None) -> Window:
+    from .analysis.load import Window
+
+    window = Window(tuple(agents) or None, _when(since, end=False), _when(until, end=True))  # type: ignore[arg-type]
+    if window.since and window.until and window.since >= window.until:
+        raise click.BadParameter("--since must be before --until")
+    return window
+
+
+def _load(dataset: Path, window: Window, error: type[click.ClickException] = click.ClickException) -> Frames:
+    from .analysis.load import load_frames
+
+    try:
+        return load_frames(dataset, window)
+    except (OSError, ValueError) as e:  # pyarrow's errors on unreadable files are ValueError/OSError subclasses
+        raise error(f"cannot read the dataset {dataset}: {e}") from e
+
+
 @cli.command()
 @click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option(
@@ -181,9 +218,7 @@ def _when(text: str | None, end: bool) -> object:
     type=click.Choice(["agent", "day", "routine"]),
     help="Add a breakdown (repeatable).",
 )
-@click.option("--agent", "agents", multiple=True, help="Only these agents (repeatable).")
-@click.option("--since", help="Only traffic at or after this UTC date/time (ISO 8601).")
-@click.option("--until", help="Only traffic before this UTC date/time; a bare date includes that whole day.")
+@window_options
 @click.option(
     "--stale-after", help="Report open routine instances idle longer than this (e.g. 30min, 2h, 1d) as stale."
 )
@@ -205,23 +240,14 @@ def report(
         converse-tap report data/ --by agent --since 2026-12-01 --format json
         converse-tap report data/ --format html -o report.html
     """
-    from .analysis.load import Window, load_frames
     from .analysis.render import FORMATS
     from .analysis.report import build_report
 
-    window = Window(tuple(agents) or None, _when(since, end=False), _when(until, end=True))  # type: ignore[arg-type]
-    if window.since and window.until and window.since >= window.until:
-        raise click.BadParameter("--since must be before --until")
+    window = _window(agents, since, until)
     stale = _duration(stale_after)
     if fmt == "html":  # the charts want these breakdowns
         by = tuple(dict.fromkeys((*by, "agent", "day")))
-    try:
-        frames = load_frames(dataset, window)
-    except (
-        OSError,
-        ValueError,
-    ) as e:  # pyarrow's errors on unreadable files are ValueError/OSError subclasses
-        raise click.ClickException(f"cannot read the dataset {dataset}: {e}") from e
+    frames = _load(dataset, window)
     rendered = FORMATS[fmt](build_report(frames, window, by=by, stale_after=stale))  # type: ignore[arg-type]
     if output is None:
         click.echo(rendered, nl=False)
@@ -367,9 +393,7 @@ def _fmt(v: float | None, share: bool) -> str:
 @click.option("--max-human-share", type=click.FloatRange(0, 1), help="Fail above this share of human-written replies.")
 @click.option("--no-anomalies", is_flag=True, help="Fail on any conformance anomaly.")
 @click.option("--per-agent", is_flag=True, help="Apply the shares and rates to every agent on its own.")
-@click.option("--agent", "agents", multiple=True, help="Only these agents (repeatable).")
-@click.option("--since", help="Only traffic at or after this UTC date/time (ISO 8601).")
-@click.option("--until", help="Only traffic before this UTC date/time; a bare date includes that whole day.")
+@window_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def check(
     dataset: Path,
@@ -394,7 +418,6 @@ def check(
     import json
 
     from .analysis.gate import Threshold, evaluate
-    from .analysis.load import Window, load_frames
     from .analysis.report import build_report
 
     thresholds = [
@@ -410,16 +433,10 @@ def check(
     ]
     if not thresholds:
         raise UsageError("give at least one threshold, e.g. --max-unanswered-share 0.1 (see --help)")
-    try:
-        window = Window(tuple(agents) or None, _when(since, end=False), _when(until, end=True))  # type: ignore[arg-type]
-        frames = load_frames(dataset, window)
-    except click.BadParameter as e:
-        raise UsageError(e.format_message()) from e
-    except (OSError, ValueError) as e:
-        raise UsageError(f"cannot read the dataset {dataset}: {e}") from e
+    frames = _load(dataset, _window(agents, since, until), error=UsageError)
     if not frames.present:
         raise UsageError(f"{dataset} holds no Parquet files: nothing to check")
-    report = build_report(frames, window, by=("agent",) if per_agent else ())
+    report = build_report(frames, by=("agent",) if per_agent else ())
     outcomes = evaluate(report, thresholds, per_agent)
     failed = [o for o in outcomes if not o.passed]
     if fmt == "json":
@@ -456,12 +473,8 @@ def agents(dataset: Path, fmt: str) -> None:
     import json
 
     from .analysis.agents import agents_overview, agents_text
-    from .analysis.load import load_frames
 
-    try:
-        overview = agents_overview(load_frames(dataset))
-    except (OSError, ValueError) as e:
-        raise click.ClickException(f"cannot read the dataset {dataset}: {e}") from e
+    overview = agents_overview(_load(dataset, _window((), None, None)))
     click.echo(json.dumps(overview, indent=2) if fmt == "json" else agents_text(overview), nl=fmt == "json")
 
 
