@@ -1,5 +1,13 @@
-"""Entry point for `mitmdump -s` / `mitmweb -s`: `converse-tap addon-path` prints this file's path."""
+"""Entry point for `mitmdump -s` / `mitmweb -s`: `converse-tap addon-path` prints this file's path.
 
+Loads the recorder and the "A2A converse" content view (for streamed bodies in mitmweb and the console, run
+with --set store_streamed_bodies=true).
+"""
+
+from mitmproxy import contentviews
+
+from converse_tap.addon.contentview import A2AContentview
 from converse_tap.addon.tap import ConverseTap
 
+contentviews.add(A2AContentview())
 addons = [ConverseTap()]

@@ -1,0 +1,132 @@
+"""A mitmproxy content view for A2A bodies: each A2A object in order, with its converse envelope laid out.
+
+Chosen automatically over the JSON view for A2A requests and responses (JSON and SSE). Streamed responses
+have a body to show only when mitmproxy stores it: run with `--set store_streamed_bodies=true`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mitmproxy import http
+from mitmproxy.contentviews import Contentview, Metadata
+
+from ..a2a.classify import classify
+from ..a2a.envelope import find_envelope, flatten_envelope
+from ..a2a.headers import Headers
+from ..a2a.objects import Walk, extensions_of, get, normalise_role, parts_of, text_of, walk_result
+from ..a2a.sse import parse_sse
+
+
+def _envelope_lines(obj: dict[str, Any], role: str | None) -> list[str]:
+    anomalies: list[str] = []
+    present, raw = find_envelope(obj.get("metadata"), extensions_of(obj, anomalies), anomalies, role != "user")
+    if not present:
+        return [f"    ! {a}" for a in anomalies]
+    env = flatten_envelope(raw, anomalies)
+    out = []
+    cov = ", ".join(x for x in (env["coverage_reason"], env["coverage_availability"]) if x)
+    head = [f"author {env['author'] or '–'}"]
+    if env["coverage"] or env["coverage_availability"]:
+        head.append(f"coverage {env['coverage'] or '–'}" + (f" ({cov})" if cov else ""))
+    if env["ownership_state"]:
+        head.append(f"ownership {env['ownership_state']}" + (", suppressed" if env["ownership_suppressed"] else ""))
+    out.append("    converse: " + " | ".join(head))
+    if env["originating_turn_id"]:
+        out.append(f"    turn {env['originating_turn_id']}")
+    if env["routine_status"] or env["routine_name"]:
+        name = env["routine_name"] or env["routine_tool_name"]
+        out.append(f"    routine {name}: {env['routine_status']}")
+        for s in env["pending_input"] or []:
+            req = "required" if s["required"] else "optional"
+            about = f": {s['description']}" if s["description"] else ""
+            out.append(f"      pending {s['key']} ({s['type'] or '?'}, {req}){about}")
+    if env["invocation_outcome"] or env["invocation_tool_name"]:
+        out.append(f"    invocation {env['invocation_tool_name']}: {env['invocation_outcome']}")
+    for c in env["citations"] or []:
+        out.append(f"    cites {c['document_id']} {c['title'] or ''} {c['source_url'] or ''}".rstrip())
+    out += [f"    ! {a}" for a in anomalies]
+    return out
+
+
+def _object_lines(walk: Walk, start: int, label: str) -> list[str]:
+    lines = []
+    for s in walk.sightings[start:]:
+        obj = s.obj
+        if s.object_kind == "artifact":
+            role, ident = None, get(obj, "artifactId")
+            head = f"  artifact {ident or '?'} {obj.get('name') or ''}".rstrip()
+        else:
+            role, ident = normalise_role(obj.get("role")), get(obj, "messageId")
+            head = f"  {role or '?'} message {ident or '?'}"
+        if ".history[" in s.location:
+            head += " (history)"
+        if s.task_state:
+            head += f" [{s.task_state.removeprefix('TASK_STATE_').lower()}]"
+        text = text_of(parts_of(obj))
+        lines.append(head)
+        if text:
+            lines += [f"    {t}" for t in text.splitlines()[:8]]
+        lines += _envelope_lines(obj, role)
+    if not lines:
+        lines.append(f"  ({label}: no message)")
+    return lines
+
+
+def render(doc: Any, label: str) -> list[str]:
+    """Lines for one JSON document: a JSON-RPC request/response, a REST body, or one SSE event's data."""
+    out = []
+    if isinstance(doc, dict) and "method" in doc and "jsonrpc" in doc:
+        out.append(f"{label}: JSON-RPC {doc['method']} id={doc.get('id')}")
+        params = doc.get("params")
+        msg = params.get("message") if isinstance(params, dict) else None
+        doc = {"message": msg} if isinstance(msg, dict) else None
+    elif isinstance(doc, dict) and ("result" in doc or "error" in doc) and "jsonrpc" in doc:
+        if "error" in doc:
+            err = doc["error"] if isinstance(doc["error"], dict) else {}
+            return [f"{label}: JSON-RPC error {err.get('code')} {err.get('message', '')}".rstrip()]
+        doc = doc["result"]
+    elif isinstance(doc, dict) and isinstance(doc.get("error"), dict):
+        err = doc["error"]
+        return [f"{label}: error {err.get('code')} {err.get('status', '')} {err.get('message', '')}".rstrip()]
+    if doc is None:
+        return out
+    walk = Walk()
+    walk_result(doc, "body", walk)
+    kinds = ", ".join(walk.event_kinds) or "object"
+    state = f" task {walk.task_id} {walk.task_state.removeprefix('TASK_STATE_').lower()}" if walk.task_state else ""
+    out.append(f"{label}: {kinds}{state}")
+    out += _object_lines(walk, 0, label)
+    return out
+
+
+class A2AContentview(Contentview):
+    @property
+    def name(self) -> str:
+        return "A2A converse"
+
+    def prettify(self, data: bytes, metadata: Metadata) -> str:
+        ctype = (metadata.content_type or "").lower()
+        lines: list[str] = []
+        if ctype.startswith("text/event-stream"):
+            events, _ = parse_sse(data)
+            for i, ev in enumerate(events):
+                label = f"event {i}" + (f" ({ev.event})" if ev.event != "message" else "")
+                lines += render(json.loads(ev.data), label)
+        else:
+            lines += render(json.loads(data), "body")
+        return "\n".join(lines) + "\n"
+
+    def render_priority(self, data: bytes, metadata: Metadata) -> float:
+        flow = metadata.flow
+        if not data or not isinstance(flow, http.HTTPFlow):
+            return -1
+        req = flow.request
+        try:
+            a2a = classify(req.method, req.url, Headers(req.headers.items(multi=True)), req.get_content(strict=False))
+        except Exception:
+            return -1
+        if a2a is None or a2a.binding == "card":
+            return -1
+        return 2.0  # above the JSON view (1) for A2A traffic
