@@ -42,6 +42,7 @@ class ConverseTap:
         self._failures_logged: set[str] = set()
         self.summary = "exchanges"
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._open_failed = False
         self._lines: deque[str] = deque()  # summary lines from the writer thread, logged on the event loop
 
     def load(self, loader):
@@ -139,11 +140,18 @@ class ConverseTap:
 
     def running(self) -> None:
         self._loop = asyncio.get_running_loop()
-        if self.writer is None:  # a host that never configured us: start with the options as they are
-            try:
-                self._open(Path(ctx.options.converse_tap_dir))
-            except exceptions.OptionsError as e:
-                log.error("%s; A2A traffic is NOT being recorded", e)
+        self._ensure_writer()
+
+    def _ensure_writer(self) -> None:
+        """A host that never configured us (mitmproxy skips `configure` for a script when an option is set twice,
+        and calls no `running` for scripts): start with the options as they are, or say loudly that we can't."""
+        if self.writer is not None or self._open_failed:
+            return
+        try:
+            self.configure(set(ctx.options.keys()))
+        except exceptions.OptionsError as e:
+            self._open_failed = True
+            log.error("%s; A2A traffic is NOT being recorded", e)
 
     # -- hooks: short, and never raising into mitmproxy -----------------------------------------------------
     def request(self, flow: http.HTTPFlow) -> None:
@@ -199,6 +207,8 @@ class ConverseTap:
             except ValueError:
                 body = None
         a2a = classify(req.method, req.url, _headers(req), body)
+        if a2a is not None and self.writer is None:
+            self._ensure_writer()
         if a2a is None and raw is not None and len(raw) > self.max_body:
             a2a = classify(req.method, req.url, _headers(req), None)
         if a2a is not None:

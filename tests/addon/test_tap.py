@@ -169,3 +169,17 @@ def test_files_are_owner_only(tap) -> None:
     for p in [out, *out.rglob("*")]:
         mode = stat.S_IMODE(os.stat(p).st_mode)
         assert mode & 0o077 == 0, f"{p} is {oct(mode)}"
+
+
+def test_a_host_that_never_configures_the_addon_still_gets_a_recording(tmp_path, monkeypatch) -> None:
+    from mitmproxy.test import taddons
+
+    from converse_tap.addon.tap import ConverseTap
+
+    monkeypatch.chdir(tmp_path)
+    addon = ConverseTap()
+    with taddons.context(addon):
+        assert addon.writer is None
+        run_hooks(addon, a2a_flow(response=jsonrpc_result({"message": agent_message()})))
+        addon.done()
+    assert load(tmp_path / "converse-tap-data", "exchanges")["method"].tolist() == ["SendMessage"]

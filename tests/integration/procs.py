@@ -95,14 +95,9 @@ def mitmdump(out: Path | None, *extra: str) -> Iterator[tuple[str, Proc]]:
         "termlog_verbosity=info",
     ]
     if out is not None:
-        args += [
-            "-s",
-            mitmdump_script.__file__,
-            "--set",
-            f"converse_tap_dir={out}",
-            "--set",
-            "converse_tap_flush_interval=0.2",
-        ]
+        args += ["-s", mitmdump_script.__file__, "--set", f"converse_tap_dir={out}"]
+        if not any(str(e).startswith("converse_tap_flush_interval=") for e in extra):
+            args += ["--set", "converse_tap_flush_interval=0.2"]
     proc = Proc([*args, *extra])
     try:
         port = proc.wait_for(LISTENING).group(1)
