@@ -93,9 +93,8 @@ def test_soak_concurrent_streams_memory_flat_and_every_row_present(tmp_path: Pat
         async with httpx.AsyncClient(proxy=proxy, timeout=30, limits=httpx.Limits(max_connections=concurrency)) as c:
 
             async def one() -> int:
-                async with sem:
-                    async with c.stream("POST", base + "/sse/a2a", content=STREAM_BODY, headers=HEADERS) as r:
-                        return len(b"".join([chunk async for chunk in r.aiter_raw()]))
+                async with sem, c.stream("POST", base + "/sse/a2a", content=STREAM_BODY, headers=HEADERS) as r:
+                    return len(b"".join([chunk async for chunk in r.aiter_raw()]))
 
             sizes = await asyncio.gather(*(one() for _ in range(n)))
         return sum(1 for s in sizes if s > 0)
