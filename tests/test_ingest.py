@@ -90,3 +90,39 @@ def test_cli_exit_code_and_message_on_damage(tmp_path: Path) -> None:
     r = CliRunner().invoke(cli, ["ingest", str(tmp_path / "broken.har"), "--out", str(tmp_path / "out")])
     assert r.exit_code == 1
     assert f"Error: {tmp_path / 'broken.har'}: line 1 column 22: invalid JSON" in r.stderr
+
+
+def test_har_with_huge_and_binary_bodies_is_recorded_with_anomalies(tmp_path: Path) -> None:
+    import base64
+
+    huge = _entry(text="x" * (17 * 1024 * 1024))  # above the 16 MiB parse limit
+    binary = _entry()
+    binary["response"]["content"] = {
+        "mimeType": "application/json",
+        "encoding": "base64",
+        "text": base64.b64encode(b"\x00\xff\xfe binary \x80").decode(),
+    }
+    _har(tmp_path / "odd.har", [huge, binary])
+    result = ingest([tmp_path / "odd.har"], tmp_path / "out", TextPolicy())
+    assert (result.exchanges, result.errors) == (2, [])
+    anomalies = [a for row in load(tmp_path / "out", "exchanges")["anomalies"] for a in row]
+    assert any(a.startswith("invalid_json") for a in anomalies)  # the binary reply
+    assert "request_not_parsed:body_too_large" in anomalies  # the huge request, still recognised
+    assert any(a.startswith("request_body_too_large:") for a in anomalies)
+
+
+def test_text_policy_reaches_history_and_artifacts(tmp_path: Path) -> None:
+    from converse_tap.a2a.extract import extract
+    from converse_tap.addon.flows import exchange_from_flow
+    from tests.factories import user_message
+
+    task = {
+        "id": "t",
+        "contextId": "c",
+        "status": {"state": "TASK_STATE_COMPLETED", "message": agent_message()},
+        "history": [user_message(text="my card number is 4111")],
+        "artifacts": [{"artifactId": "a", "parts": [{"text": "booking for Ada Lovelace"}]}],
+    }
+    out = extract(exchange_from_flow(a2a_flow(response=jsonrpc_result({"task": task}))), TextPolicy("drop"))
+    assert out is not None
+    assert [m["text"] for m in out.messages] == [None] * 4 and all(m["text_length"] for m in out.messages)

@@ -86,8 +86,15 @@ def _loads(body: bytes | None) -> Any:
         return None
 
 
-def classify(method: str, url: str, headers: Headers, body: bytes | None) -> A2ARequest | None:
-    """Return what A2A operation this request is, or None for other traffic. Pure; never raises on odd input."""
+_METHOD_IN_PREFIX = re.compile(rb'"method"\s*:\s*"([^"\\]{1,100})"')
+
+
+def classify(
+    method: str, url: str, headers: Headers, body: bytes | None, prefix: bytes | None = None
+) -> A2ARequest | None:
+    """Return what A2A operation this request is, or None for other traffic. Pure; never raises on odd input.
+
+    `prefix` is the start of a body too large to parse: a JSON-RPC method named in it is still recognised."""
     origin, path = _origin(url)
     verb = method.upper()
 
@@ -99,6 +106,16 @@ def classify(method: str, url: str, headers: Headers, body: bytes | None) -> A2A
         req = _classify_jsonrpc(origin + path, headers, body)
         if req is not None:
             return req
+
+    if verb == "POST" and body is None and prefix and b"jsonrpc" in prefix[:4096]:
+        found = _METHOD_IN_PREFIX.search(prefix)
+        if found is not None:
+            name = found.group(1).decode("utf-8", "replace")
+            doc = b'{"jsonrpc": "2.0", "method": ' + json.dumps(name).encode() + b"}"
+            req = _classify_jsonrpc(origin + path, headers, doc)
+            if req is not None:
+                req.anomalies.append("request_not_parsed:body_too_large")
+                return req
 
     for pattern, verbs, operation, certain in _REST_ROUTES:
         m = pattern.match(path)

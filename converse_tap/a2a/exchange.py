@@ -15,6 +15,7 @@ class HttpExchange:
     url: str
     request_headers: Headers
     request_body: bytes | None  # content-decoded
+    request_prefix: bytes | None = None  # the first 64 KiB of a request body too large to parse
     http_version: str | None = None
     status: int | None = None
     response_headers: Headers = field(default_factory=Headers)

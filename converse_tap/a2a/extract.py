@@ -90,7 +90,7 @@ def _error_fields(err: Any) -> dict[str, Any]:
 def extract(ex: HttpExchange, policy: TextPolicy, req: A2ARequest | None = None) -> Extraction | None:
     """Rows for one exchange, or None when it is not A2A. Never raises on odd payloads: they become anomalies."""
     if req is None:
-        req = classify(ex.method, ex.url, ex.request_headers, ex.request_body)
+        req = classify(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_prefix)
         if req is None:
             return None
     anomalies: list[str] = list(req.anomalies) + list(ex.anomalies)

@@ -11,6 +11,7 @@ from ..a2a.headers import Headers
 from ..a2a.sse import SseEvent
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
+PREFIX = 64 * 1024  # of an oversize request body, kept to recognise its JSON-RPC method
 
 
 def _addr(address: Any) -> str | None:
@@ -55,6 +56,7 @@ def exchange_from_flow(
         url=req.url,
         request_headers=Headers(req.headers.items(multi=True)),
         request_body=_body(req, max_body, "request", anomalies),
+        request_prefix=req.raw_content[:PREFIX] if req.raw_content and len(req.raw_content) > max_body else None,
         http_version=req.http_version,
         ts_start=req.timestamp_start,
         client_addr=_addr(flow.client_conn.peername),

@@ -206,11 +206,10 @@ class ConverseTap:
                 body = req.get_content(strict=True)
             except ValueError:
                 body = None
-        a2a = classify(req.method, req.url, _headers(req), body)
+        prefix = raw[: 64 * 1024] if raw is not None and len(raw) > self.max_body else None
+        a2a = classify(req.method, req.url, _headers(req), body, prefix)
         if a2a is not None and self.writer is None:
             self._ensure_writer()
-        if a2a is None and raw is not None and len(raw) > self.max_body:
-            a2a = classify(req.method, req.url, _headers(req), None)
         if a2a is not None:
             self._pending[flow.id] = _Pending(a2a)
             self.counters["a2a_requests"] += 1

@@ -180,6 +180,13 @@ class Canned:
                 headers={"content-encoding": "gzip"},
             )
 
+        async def br(request: Request) -> Response:
+            import brotli  # a dependency of mitmproxy
+
+            return Response(
+                brotli.compress(REPLY_BYTES), media_type="application/json", headers={"content-encoding": "br"}
+            )
+
         async def rpc_error(request: Request) -> Response:
             return Response(
                 b'{"jsonrpc":"2.0","id":"r-1","error":{"code":-32001,"message":"Task not found"}}',
@@ -221,6 +228,7 @@ class Canned:
             routes=[
                 Route("/a2a", unary, methods=["POST"]),
                 Route("/gz/a2a", gz, methods=["POST"]),
+                Route("/br/a2a", br, methods=["POST"]),
                 Route("/err/a2a", rpc_error, methods=["POST"]),
                 Route("/rest/tasks/{id}", rest_404),
                 Route("/index.html", html),

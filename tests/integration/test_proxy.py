@@ -128,6 +128,7 @@ def test_bodies_are_byte_identical_with_and_without_the_proxy(tmp_path: Path) ->
     cases = [
         ("/a2a", BODY),
         ("/gz/a2a", BODY),
+        ("/br/a2a", BODY),
         ("/sse/a2a", STREAM_BODY),
         ("/err/a2a", BODY),
         ("/rest/tasks/x", None),
@@ -145,6 +146,7 @@ def test_bodies_are_byte_identical_with_and_without_the_proxy(tmp_path: Path) ->
     assert sorted(ex.index.str.replace(up.base, "")) == [
         "/a2a",
         "/a2a",
+        "/br/a2a",
         "/err/a2a",
         "/gz/a2a",
         "/rest/tasks/x",
@@ -153,7 +155,7 @@ def test_bodies_are_byte_identical_with_and_without_the_proxy(tmp_path: Path) ->
     ]
     assert ex.loc[up.base + "/sse/a2a", "sse_events"].tolist() == [2, 2]
     assert ex.loc[up.base + "/err/a2a", "error_code"] == -32001
-    assert ex.loc[up.base + "/gz/a2a", "replies"] == 1
+    assert ex.loc[up.base + "/gz/a2a", "replies"] == ex.loc[up.base + "/br/a2a", "replies"] == 1
     assert ex.loc[up.base + "/rest/tasks/x", "error_code"] == 404
 
 
