@@ -17,7 +17,7 @@ from ..a2a.headers import Headers
 from ..a2a.redact import TEXT_POLICIES, TextPolicy
 from ..store.files import check_writable, dataset_salt
 from ..store.writer import DatasetWriter, recover
-from .flows import exchange_from_flow
+from .flows import PREFIX, exchange_from_flow
 from .stream_tap import SseTap
 from .summary import SUMMARY_LEVELS, summary_lines
 
@@ -206,11 +206,10 @@ class ConverseTap:
                 body = req.get_content(strict=True)
             except ValueError:
                 body = None
-        prefix = raw[: 64 * 1024] if raw is not None and len(raw) > self.max_body else None
+        prefix = raw[:PREFIX] if raw is not None and len(raw) > self.max_body else None
         a2a = classify(req.method, req.url, _headers(req), body, prefix)
-        if a2a is not None and self.writer is None:
-            self._ensure_writer()
         if a2a is not None:
+            self._ensure_writer()
             self._pending[flow.id] = _Pending(a2a)
             self.counters["a2a_requests"] += 1
 

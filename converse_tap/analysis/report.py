@@ -11,6 +11,7 @@ from .. import __version__
 from ..a2a.constants import AUTHORS, AVAILABILITY, COVERAGE, INVOCATION_OUTCOMES
 from . import metrics as m
 from .load import Frames, Window
+from .stats import wilson
 
 REPORT_SCHEMA = "converse-tap-report/1"
 GROUPINGS = ("agent", "day", "routine")
@@ -71,8 +72,6 @@ def coverage_section(turns: pd.DataFrame) -> dict[str, Any]:
 
 
 def _wilson_dict(k: int, n: int) -> dict[str, Any]:
-    from .stats import wilson
-
     share, lo, hi = wilson(k, n)
     return {"share": share, "ci_low": lo, "ci_high": hi}
 
