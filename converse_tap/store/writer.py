@@ -99,6 +99,7 @@ class DatasetWriter:
         self._pending: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
         self._journals: dict[str, _Journal] = {}
         self._journal_files: dict[str, list[Path]] = {t: [] for t in TABLES}  # written since the last rollover
+        self._journal_rows: dict[Path, int] = {}  # rows appended to each of them
         self._opened = 0
         self._rolled = 0
         self._last_roll = time.monotonic()
@@ -211,6 +212,12 @@ class DatasetWriter:
             try:
                 batch = pa.RecordBatch.from_pylist(rows, schema=TABLES[table])
                 journal = self._journals.get(table)
+                if journal is not None and not journal.path.exists():  # the directory was removed under us
+                    with contextlib.suppress(OSError):
+                        journal.close()
+                    del self._journals[table]
+                    self._forget_vanished(table)
+                    journal = None
                 if journal is None:
                     make_dir(self.dir)
                     self._opened += 1
@@ -218,6 +225,7 @@ class DatasetWriter:
                     journal = self._journals[table] = _Journal(path, TABLES[table])
                     self._journal_files[table].append(path)
                 journal.append(batch)
+                self._journal_rows[journal.path] = journal.rows
             except OSError as e:
                 if not self._failing:
                     log.error(
@@ -245,6 +253,16 @@ class DatasetWriter:
             log.warning("converse-tap: writing to %s works again; held rows are saved", self.dir)
             self._failing = False
 
+    def _forget_vanished(self, table: str) -> None:
+        """Journals whose files were removed under us (the directory deleted): count their rows as lost, loudly."""
+        paths = self._journal_files[table]
+        gone = [p for p in paths if not p.exists()]
+        if gone:
+            lost = sum(self._journal_rows.pop(p, 0) for p in gone)
+            self.stats.rows_dropped += lost
+            log.error("converse-tap: %s vanished with %d journaled %s rows; they are lost", self.dir, lost, table)
+            paths[:] = [p for p in paths if p not in gone]
+
     def _rollover_due(self) -> bool:
         rows = sum(j.rows for j in self._journals.values())
         return rows >= self.rollover_rows or (rows > 0 and time.monotonic() - self._last_roll >= self.rollover_seconds)
@@ -257,6 +275,9 @@ class DatasetWriter:
         for table, paths in self._journal_files.items():
             if not paths:
                 continue
+            self._forget_vanished(table)
+            if not paths:
+                continue
             try:
                 data = _read_all(paths)
                 if data is not None:
@@ -264,6 +285,7 @@ class DatasetWriter:
                     self.stats.files += len(write_parquet(self.root, table, data, stem))
                 for path in paths:
                     path.unlink(missing_ok=True)
+                    self._journal_rows.pop(path, None)
                 paths.clear()
             except OSError as e:  # the journals stay, and recovery will pick them up
                 log.error(

@@ -174,3 +174,20 @@ def test_bounded_buffer_counts_what_it_drops(tmp_path: Path, monkeypatch: pytest
     w.flush()
     w.close()
     assert w.stats.rows_dropped == 30  # 10 exchanges + 20 messages, every one counted
+
+
+def test_a_dataset_directory_removed_mid_run_is_counted_not_silent(tmp_path: Path, caplog) -> None:
+    import shutil
+
+    root = tmp_path / "data"
+    w = DatasetWriter(root, flush_interval=60)
+    w.start()
+    for i in range(3):
+        w.submit(extraction(i))
+    w.flush()
+    shutil.rmtree(root)
+    w.submit(extraction(99))  # after the loss, recording goes on into a recreated directory
+    w.close()
+    assert w.stats.rows_dropped == 9  # 3 exchanges + 6 messages journaled into the removed directory
+    assert "vanished with 3 journaled exchanges rows" in caplog.text
+    assert load(root, "messages")["message_id"].tolist() == ["m-user", "m-99"]
