@@ -272,7 +272,7 @@ def report(
     type=click.IntRange(1, 100_000),
     help="How many conversations.",
 )
-@click.option("--seed", default=7, show_default=True, type=int, help="Chooses the conversation mix.")
+@click.option("--seed", default=3, show_default=True, type=int, help="Chooses the conversation mix.")
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 256), help="Conversations at once.")
 @click.option(
     "--format",

@@ -68,7 +68,7 @@ async def start_proxy(out: Path, mode: str | None = None) -> tuple[DumpMaster, a
 async def run_demo(
     out: Path,
     conversations: int = 60,
-    seed: int = 7,
+    seed: int = 3,
     concurrency: int = 4,
     keep_running: bool = False,
     progress: Callable[[Plan], None] | None = None,
