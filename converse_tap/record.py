@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 from typing import Any
 
@@ -14,6 +15,10 @@ from .addon.tap import ConverseTap
 
 async def run_proxy(settings: dict[str, Any], sets: list[str]) -> None:
     """Run until SIGINT/SIGTERM. Raises mitmproxy's OptionsError for a bad setting, before any traffic."""
+    # as mitmproxy's own entry point does: let every record through, termlog filters by termlog_verbosity
+    logging.getLogger().setLevel(logging.DEBUG)
+    for noisy in ("asyncio", "hpack", "tornado"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     opts = options.Options()
     master = DumpMaster(opts, with_termlog=True, with_dumper=False)
     # deferred: applied the moment the addon below declares its options, so it configures once, correctly

@@ -192,3 +192,24 @@ def test_live_dataset_equals_ingest_of_the_saved_flows(tmp_path: Path) -> None:
         drop = ["source", "ts", "date", "sse_events", "bytes_out"]  # live taps see per-event times
         a, b = a.drop(columns=[c for c in drop if c in a]), b.drop(columns=[c for c in drop if c in b])
         assert a.astype(str).equals(b.astype(str)), table
+
+
+def test_converse_tap_record_runs_the_proxy_and_writes_the_dataset(tmp_path: Path) -> None:
+    import signal
+    import sys
+
+    from tests.integration.procs import LISTENING, Proc
+
+    out = tmp_path / "data"
+    with Canned() as up:
+        proc = Proc([sys.executable, "-m", "converse_tap", "record", "--out", str(out), "--listen-port", "0",
+                     "--text", "drop", "--set", "connection_strategy=lazy"])  # fmt: skip
+        try:
+            proxy = f"http://127.0.0.1:{proc.wait_for(LISTENING).group(1)}"
+            with httpx.Client(proxy=proxy, timeout=10) as client:
+                assert client.post(up.base + "/a2a", content=BODY, headers=HEADERS).content == REPLY_BYTES
+        finally:
+            assert proc.stop(signal.SIGTERM) == 0, proc.output
+    msgs = load(out, "messages")
+    assert msgs["role"].tolist() == ["user", "agent"] and msgs["text"].isna().all()  # --text drop
+    assert "converse-tap: 1 A2A exchanges" in proc.output
