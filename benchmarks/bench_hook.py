@@ -20,7 +20,15 @@ from converse_tap.a2a.extract import extract
 from converse_tap.a2a.redact import TextPolicy
 from converse_tap.addon.flows import exchange_from_flow
 from converse_tap.addon.tap import ConverseTap
-from tests.factories import a2a_flow, agent_message, envelope, jsonrpc_request, jsonrpc_result, sse_body
+from tests.factories import (
+    a2a_flow,
+    agent_message,
+    envelope,
+    jsonrpc_request,
+    jsonrpc_result,
+    sse_body,
+    status_event,
+)
 
 ROUTINE = {
     "toolName": "book_table",
@@ -35,24 +43,9 @@ def unary():
 
 
 def streamed():
+    states = ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED"]
     events = [
-        {
-            "jsonrpc": "2.0",
-            "id": "r-1",
-            "result": {
-                "statusUpdate": {
-                    "taskId": "t",
-                    "contextId": "c",
-                    "status": {
-                        "state": s,
-                        **({"message": agent_message(env=envelope(routine=ROUTINE))} if i == 3 else {}),
-                    },
-                }
-            },
-        }
-        for i, s in enumerate(
-            ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED"]
-        )
+        status_event(s, agent_message(env=envelope(routine=ROUTINE)) if i == 3 else None) for i, s in enumerate(states)
     ]
     body = sse_body(*events)
     f = a2a_flow(body=jsonrpc_request("SendStreamingMessage"), response=b"", content_type="text/event-stream")

@@ -18,25 +18,20 @@ from mitmproxy import io
 
 from converse_tap.a2a.redact import TextPolicy
 from converse_tap.ingest import ingest
-from tests.factories import a2a_flow, agent_message, envelope, jsonrpc_request, jsonrpc_result, sse_body
+from tests.factories import (
+    a2a_flow,
+    agent_message,
+    envelope,
+    jsonrpc_request,
+    jsonrpc_result,
+    sse_body,
+    status_event,
+)
 
 
 def flows(n: int):
     card = json.dumps({"name": "A", "skills": [{"id": "x"}], "capabilities": {}}).encode()
-    events = [
-        {
-            "jsonrpc": "2.0",
-            "id": "r-1",
-            "result": {
-                "statusUpdate": {
-                    "taskId": "t",
-                    "contextId": "c",
-                    "status": {"state": "TASK_STATE_COMPLETED", "message": agent_message(f"s{i}", env=envelope())},
-                }
-            },
-        }
-        for i in range(3)
-    ]
+    events = [status_event("TASK_STATE_COMPLETED", agent_message(f"s{i}", env=envelope())) for i in range(3)]
     for i in range(n):
         if i % 10 == 0:
             yield a2a_flow(method="GET", path="/.well-known/agent-card.json", response=card)

@@ -15,19 +15,15 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.factories import agent_message, envelope
+from tests.factories import agent_message, envelope, status_event
 
-REPLY = json.dumps({"jsonrpc": "2.0", "id": "r-1", "result": {"message": agent_message(env=envelope())}}).encode()
+REPLY_MESSAGE = agent_message(env=envelope())
+REPLY = json.dumps({"jsonrpc": "2.0", "id": "r-1", "result": {"message": REPLY_MESSAGE}}).encode()
 
 
 def event(i: int) -> bytes:
-    state = "TASK_STATE_COMPLETED" if i == 19 else "TASK_STATE_WORKING"
-    status: dict = {"state": state, **({"message": agent_message(env=envelope())} if i == 19 else {})}
-    doc = {
-        "jsonrpc": "2.0",
-        "id": "r-1",
-        "result": {"statusUpdate": {"taskId": "t", "contextId": "c", "status": status}},
-    }
+    done = i == 19
+    doc = status_event("TASK_STATE_COMPLETED" if done else "TASK_STATE_WORKING", REPLY_MESSAGE if done else None)
     return b"data: " + json.dumps(doc).encode() + b"\r\n\r\n"
 
 

@@ -76,6 +76,18 @@ def jsonrpc_result(result: Any, rid: Any = "r-1") -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}).encode()
 
 
+def status_event(state: str, message: dict[str, Any] | None = None, rid: Any = "r-1") -> dict[str, Any]:
+    """One JSON-RPC SSE event: a statusUpdate of task `t` in context `c`, with an optional status message."""
+    status: dict[str, Any] = {"state": state}
+    if message is not None:
+        status["message"] = message
+    return {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "result": {"statusUpdate": {"taskId": "t", "contextId": "c", "status": status}},
+    }
+
+
 def sse_body(*docs: Any, sep: str = "\r\n") -> bytes:
     return "".join(f"data: {json.dumps(d)}{sep}{sep}" for d in docs).encode()
 

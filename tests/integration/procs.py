@@ -24,6 +24,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from converse_tap.addon import mitmdump_script
+from tests.factories import status_event
 
 MITMDUMP = Path(sys.executable).with_name("mitmdump")
 LISTENING = re.compile(r"(?:proxy|reverse proxy to \S+) listening at (?:\*|[\d.]+):(\d+)")
@@ -138,22 +139,8 @@ REPLY = {
 }
 REPLY_BYTES = json.dumps(REPLY).encode()
 SSE_EVENTS = [
-    {
-        "jsonrpc": "2.0",
-        "id": "r-1",
-        "result": {"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}},
-    },
-    {
-        "jsonrpc": "2.0",
-        "id": "r-1",
-        "result": {
-            "statusUpdate": {
-                "taskId": "t",
-                "contextId": "c",
-                "status": {"state": "TASK_STATE_COMPLETED", "message": REPLY["result"]["message"]},
-            }
-        },
-    },
+    status_event("TASK_STATE_WORKING"),
+    status_event("TASK_STATE_COMPLETED", REPLY["result"]["message"]),
 ]
 SSE_BYTES = b"".join(b"data: " + json.dumps(e).encode() + b"\r\n\r\n" for e in SSE_EVENTS)
 
