@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from .load import Frames
+from .metrics import latest_cards
 
 
 def agents_overview(frames: Frames) -> list[dict[str, Any]]:
@@ -17,7 +18,7 @@ def agents_overview(frames: Frames) -> list[dict[str, Any]]:
     calls = traffic.groupby("agent").size().to_dict() if not traffic.empty else {}
     seen = set(map(str, calls)) | (set(map(str, cards["agent"].dropna())) if not cards.empty else set())
     names = sorted(seen)
-    latest = cards.sort_values("ts").drop_duplicates(["agent", "source"], keep="last") if not cards.empty else cards
+    latest = latest_cards(cards)
     out = []
     for agent in names:
         entry: dict[str, Any] = {"agent": agent, "calls": int(calls.get(agent, 0)), "cards": []}

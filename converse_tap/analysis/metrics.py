@@ -347,6 +347,13 @@ def adoption(exchanges: pd.DataFrame, messages: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def latest_cards(cards: pd.DataFrame) -> pd.DataFrame:
+    """The most recent card of each agent and source (well-known, extended)."""
+    if cards.empty:
+        return cards
+    return cards.sort_values("ts").drop_duplicates(["agent", "source"], keep="last")
+
+
 def anomaly_counts(exchanges: pd.DataFrame, messages: pd.DataFrame, cards: pd.DataFrame) -> pd.DataFrame:
     """Conformance anomalies by table and code (the part before ':'), with one verbatim example each.
     Message anomalies count once per distinct message, however often it was sighted."""

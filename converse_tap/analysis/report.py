@@ -241,7 +241,7 @@ def _cards(cards: pd.DataFrame) -> list[dict[str, Any]]:
     """The latest card per agent and source, in brief."""
     if cards.empty:
         return []
-    latest = cards.sort_values("ts").drop_duplicates(["agent", "source"], keep="last")
+    latest = m.latest_cards(cards)
     out = []
     for r in latest.to_dict("records"):
         tools: list[dict[str, Any]] = list(r["tools"]) if r["tools"] is not None else []
