@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import statistics
@@ -23,8 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from converse_tap.addon import mitmdump_script
-from tests.integration.procs import LISTENING, MITMDUMP, Proc
+from tests.integration.procs import Proc, mitmdump
 
 HERE = Path(__file__).parent
 BODY = (
@@ -84,40 +84,22 @@ def main() -> None:
     p.add_argument("--streams", type=int, default=10)
     a = p.parse_args()
     tmp = Path(tempfile.mkdtemp())
-    up = Proc([sys.executable, "-m", "benchmarks.upstream"])
-    port = up.wait_for(re.compile(r"listening on (\d+)")).group(1)
-    base = f"http://127.0.0.1:{port}"
-    common = [
-        str(MITMDUMP),
-        "--listen-host",
-        "127.0.0.1",
-        "--listen-port",
-        "0",
-        "--set",
-        "flow_detail=0",
-        "--set",
-        f"confdir={tmp / 'conf'}",
-    ]
-    proxies = {
-        "bare": Proc([*common, "-s", str(HERE / "passthrough.py")]),
-        "addon": Proc(
-            [
-                *common,
-                "-s",
-                mitmdump_script.__file__,
-                "--set",
-                f"converse_tap_dir={tmp / 'data'}",
-                "--set",
-                "converse_tap_summary=off",
-            ]
-        ),
-    }
-    urls = {name: f"http://127.0.0.1:{proc.wait_for(LISTENING).group(1)}" for name, proc in proxies.items()}
-    paths: dict[str, str | None] = {"direct": None, **urls}
     res: dict[str, dict[str, list[float]]] = {
-        k: {"rps": [], "p50": [], "p99": [], "cpu": [], "first": [], "gap": []} for k in paths
+        k: {"rps": [], "p50": [], "p99": [], "cpu": [], "first": [], "gap": []} for k in ("direct", "bare", "addon")
     }
-    try:
+    with contextlib.ExitStack() as stack:
+        up = Proc([sys.executable, "-m", "benchmarks.upstream"])
+        stack.callback(up.stop)
+        port = up.wait_for(re.compile(r"listening on (\d+)")).group(1)
+        base = f"http://127.0.0.1:{port}"
+        common = ["--set", "flow_detail=0", "--set", f"confdir={tmp / 'conf'}"]
+        bare_url, bare = stack.enter_context(mitmdump(None, *common, "-s", str(HERE / "passthrough.py")))
+        addon_url, addon = stack.enter_context(
+            mitmdump(tmp / "data", *common, "--set", "converse_tap_summary=off",
+                     "--set", "converse_tap_flush_interval=1")  # the default, as a user runs it
+        )  # fmt: skip
+        proxies = {"bare": bare, "addon": addon}
+        paths: dict[str, str | None] = {"direct": None, "bare": bare_url, "addon": addon_url}
         for _ in range(a.reps):  # interleaved, so drift hits every path alike
             for name, proxy in paths.items():
                 before = cpu_seconds(proxies[name].popen.pid) if name in proxies else 0.0
@@ -134,10 +116,6 @@ def main() -> None:
                 first, arrivals = asyncio.run(stream(base + "/stream", proxy))
                 res[name]["first"].append(first * 1e3)
                 res[name]["gap"].append(statistics.mean(t - 0.05 * i for i, t in enumerate(arrivals)) * 1e3)
-    finally:
-        for proc in proxies.values():
-            proc.stop()
-        up.stop()
 
     med = {k: {m: statistics.median(v) if v else float("nan") for m, v in d.items()} for k, d in res.items()}
     print(f"unary: {a.requests} SendMessage calls x {a.reps} reps, concurrency {a.concurrency}; medians")
