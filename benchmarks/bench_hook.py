@@ -1,6 +1,6 @@
 """Hook cost: CPU time our code spends per flow on mitmproxy's event loop, and extraction on the writer thread.
 
-    python -m benchmarks.bench_hook [--flows 20000]
+    python -m benchmarks.bench_hook [--flows 5000] [--reps 7]
 
 Flows are built with mitmproxy's own test helpers (a JSON-RPC SendMessage with a converse reply; an SSE stream
 of 4 events delivered in 7 chunks). "loop" is request + responseheaders + stream callable + response, the work
@@ -10,6 +10,7 @@ that delays traffic; "extract" is the JSON parsing and row building the writer t
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -52,42 +53,55 @@ def streamed():
     return f, [body[i : i + len(body) // 7 + 1] for i in range(0, len(body), len(body) // 7 + 1)]
 
 
-def run(n: int) -> None:
+def run(n: int, reps: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tap = ConverseTap()
         with taddons.context(tap) as tctx:
             tctx.configure(tap, converse_tap_dir=str(Path(tmp) / "d"), converse_tap_summary="off")
             tap.writer.submit = lambda job: None  # measure the hooks alone; extraction is timed below
-            results = {}
-            for name in ("unary", "streamed"):
-                flows = [unary() if name == "unary" else streamed() for _ in range(n)]
-                t0 = time.process_time()
-                for item in flows:
-                    f, chunks = (item, None) if name == "unary" else item
-                    tap.request(f)
-                    tap.responseheaders(f)
-                    if chunks is not None:
-                        for c in chunks:
-                            f.response.stream(c)
-                        f.response.stream(b"")
-                        f.response.data.content = None
-                    tap.response(f)
-                loop_us = (time.process_time() - t0) / n * 1e6
-                exes = [exchange_from_flow(f if name == "unary" else f[0]) for f in flows[:2000]]
-                policy = TextPolicy()
-                t0 = time.process_time()
-                for ex in exes:
-                    extract(ex, policy)
-                results[name] = (loop_us, (time.process_time() - t0) / len(exes) * 1e6)
+            results: dict[str, tuple[list[float], list[float]]] = {"unary": ([], []), "streamed": ([], [])}
+            for _ in range(reps):  # interleaved repetitions; one pass of process_time is too noisy to publish
+                for name, (loop, writer) in results.items():
+                    loop_us, ex_us = _once(tap, name, n)
+                    loop.append(loop_us)
+                    writer.append(ex_us)
             tap.done()
-    print(f"{n} flows each; CPU microseconds per flow (process time over all flows)")
-    print(f"{'flow':10} {'event loop':>12} {'writer thread':>14}")
-    for name, (loop_us, ex_us) in results.items():
-        print(f"{name:10} {loop_us:12.1f} {ex_us:14.1f}")
+    print(f"{n} flows x {reps} reps each; CPU microseconds per flow: median (min-max) over the reps")
+    print(f"{'flow':10} {'event loop':>20} {'writer thread':>20}")
+    for name, (loop, writer) in results.items():
+        print(f"{name:10} {_spread(loop):>20} {_spread(writer):>20}")
     print("target: event-loop work <= 50 us per unary flow")
+
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
+
+
+def _once(tap: ConverseTap, name: str, n: int) -> tuple[float, float]:
+    flows = [unary() if name == "unary" else streamed() for _ in range(n)]
+    t0 = time.process_time()
+    for item in flows:
+        f, chunks = (item, None) if name == "unary" else item
+        tap.request(f)
+        tap.responseheaders(f)
+        if chunks is not None:
+            for c in chunks:
+                f.response.stream(c)
+            f.response.stream(b"")
+            f.response.data.content = None
+        tap.response(f)
+    loop_us = (time.process_time() - t0) / n * 1e6
+    exes = [exchange_from_flow(f if name == "unary" else f[0]) for f in flows[:2000]]
+    policy = TextPolicy()
+    t0 = time.process_time()
+    for ex in exes:
+        extract(ex, policy)
+    return loop_us, (time.process_time() - t0) / len(exes) * 1e6
 
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--flows", type=int, default=20000)
-    run(p.parse_args().flows)
+    p.add_argument("--flows", type=int, default=5000)
+    p.add_argument("--reps", type=int, default=7)
+    args = p.parse_args()
+    run(args.flows, args.reps)
