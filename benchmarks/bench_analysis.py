@@ -122,9 +122,10 @@ SELECT
 def measure(engine: str, root: str) -> None:
     t0 = time.perf_counter()
     if engine == "ours":
-        from converse_tap.analysis import build_report, load_frames
+        from converse_tap.analysis import build_report
+        from converse_tap.analysis.engine import Engine
 
-        rep = build_report(load_frames(root))
+        rep = build_report(Engine.over_dataset(root))
         summary = [
             rep["coverage"]["by_coverage"]["answered"]["count"],
             rep["authors"]["by_author"]["human"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -168,7 +169,7 @@ def _when(text: str | None, end: bool) -> object:
 
 
 def window_options(f: Any) -> Any:
-    """--agent, --since, --until: which traffic a report or a check covers."""
+    """--agent, --since, --until: which traffic a report or a check covers; --memory-limit: how much memory."""
     for option in reversed(
         [
             click.option("--agent", "agents", multiple=True, help="Only these agents (repeatable)."),
@@ -176,10 +177,22 @@ def window_options(f: Any) -> Any:
             click.option(
                 "--until", help="Only traffic before this UTC date/time; a bare date includes that whole day."
             ),
+            click.option(
+                "--memory-limit",
+                callback=_memory_size,
+                help="Memory the analysis may hold (DuckDB's limit; default 500MB, e.g. 4GB is faster on a big "
+                "dataset); beyond it, work spills to a temporary directory.",
+            ),
         ]
     ):
         f = option(f)
     return f
+
+
+def _memory_size(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not re.fullmatch(r"\d+(\.\d+)?\s*([KMGT]i?B|B)", value.strip(), re.IGNORECASE):
+        raise click.BadParameter(f"{value!r} is not a size; give a number and a unit, like 500MB or 4GB")
+    return value
 
 
 def _window(agents: tuple[str, ...], since: str | None, until: str | None) -> Window:
@@ -195,9 +208,39 @@ def _load(dataset: Path, window: Window, error: type[click.ClickException] = cli
     from .analysis.load import load_frames
 
     try:
-        return load_frames(dataset, window)
+        return load_frames(dataset, window, messages=False)
     except (OSError, ValueError) as e:  # pyarrow's errors on unreadable files are ValueError/OSError subclasses
         raise error(f"cannot read the dataset {dataset}: {e}") from e
+
+
+def _report(
+    dataset: Path,
+    window: Window,
+    memory_limit: str | None,
+    error: type[click.ClickException] = click.ClickException,
+    **options: Any,
+) -> dict[str, Any]:
+    """The report over a dataset on disk, computed out of core (see analysis/engine.py)."""
+    import duckdb
+
+    from .analysis.engine import DEFAULT_MEMORY_LIMIT, Engine
+    from .analysis.report import build_report
+
+    try:
+        engine = Engine.over_dataset(dataset, window, memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT)
+    except (OSError, ValueError, duckdb.Error) as e:
+        raise error(f"cannot read the dataset {dataset}: {e}") from e
+    try:
+        if not engine.present and options.pop("require_data", False):
+            raise error(f"{dataset} holds no Parquet files: nothing to check")
+        options.pop("require_data", None)
+        return build_report(engine, window, **options)
+    except duckdb.OutOfMemoryException as e:
+        raise error(f"the report needs more memory than its limit allows (raise it with --memory-limit): {e}") from e
+    except (OSError, duckdb.Error) as e:
+        raise error(f"cannot read the dataset {dataset}: {e}") from e
+    finally:
+        engine.close()
 
 
 @cli.command()
@@ -230,6 +273,7 @@ def report(
     agents: tuple[str, ...],
     since: str | None,
     until: str | None,
+    memory_limit: str | None,
     stale_after: str | None,
 ) -> None:
     """Report coverage, authors, routines, invocations, citations and conformance of a dataset.
@@ -241,14 +285,12 @@ def report(
         converse-tap report data/ --format html -o report.html
     """
     from .analysis.render import FORMATS
-    from .analysis.report import build_report
 
     window = _window(agents, since, until)
     stale = _duration(stale_after)
     if fmt == "html":  # the charts want these breakdowns
         by = tuple(dict.fromkeys((*by, "agent", "day")))
-    frames = _load(dataset, window)
-    rendered = FORMATS[fmt](build_report(frames, window, by=by, stale_after=stale))  # type: ignore[arg-type]
+    rendered = FORMATS[fmt](_report(dataset, window, memory_limit, by=by, stale_after=stale))
     if output is None:
         click.echo(rendered, nl=False)
     else:
@@ -302,9 +344,7 @@ def demo(
     """
     if ctx.invoked_subcommand is not None:
         return
-    from .analysis.load import load_frames
     from .analysis.render import FORMATS
-    from .analysis.report import build_report
     from .demo.run import run_demo
     from .store.files import check_writable
 
@@ -328,7 +368,7 @@ def demo(
                 announce=lambda msg: click.echo(msg, err=True),
             )
         )
-    report_dict = build_report(load_frames(out), by=("agent", "day"))
+    report_dict = _report(out, _window((), None, None), None, by=("agent", "day"))
     html_path = out / "report.html"
     html_path.write_text(FORMATS["html"](report_dict), encoding="utf-8")
     html_path.chmod(0o600)
@@ -406,6 +446,7 @@ def check(
     agents: tuple[str, ...],
     since: str | None,
     until: str | None,
+    memory_limit: str | None,
     fmt: str,
 ) -> None:
     """Gate on recorded traffic: exit 0 when every threshold holds, 1 when one fails, 2 on a usage or data error.
@@ -418,7 +459,6 @@ def check(
     import json
 
     from .analysis.gate import Threshold, evaluate
-    from .analysis.report import build_report
 
     thresholds = [
         Threshold(metric, bound, limit)
@@ -433,10 +473,9 @@ def check(
     ]
     if not thresholds:
         raise UsageError("give at least one threshold, e.g. --max-unanswered-share 0.1 (see --help)")
-    frames = _load(dataset, _window(agents, since, until), error=UsageError)
-    if not frames.present:
-        raise UsageError(f"{dataset} holds no Parquet files: nothing to check")
-    report = build_report(frames, by=("agent",) if per_agent else ())
+    window = _window(agents, since, until)
+    by = ("agent",) if per_agent else ()
+    report = _report(dataset, window, memory_limit, error=UsageError, require_data=True, by=by)
     outcomes = evaluate(report, thresholds, per_agent)
     failed = [o for o in outcomes if not o.passed]
     if fmt == "json":

@@ -91,6 +91,7 @@ def test_empty_dataset_says_what_is_missing(tmp_path: Path) -> None:
         ),
         (["report", ".", "--since", "2026-12-02", "--until", "2026-12-01"], "--since must be before --until"),
         (["report", ".", "--format", "pdf"], "Invalid value for '--format'"),
+        (["report", ".", "--memory-limit", "lots"], "'lots' is not a size; give a number and a unit, like 500MB"),
     ],
 )
 def test_usage_errors_exit_2_with_a_message_on_stderr(args: list[str], message: str) -> None:

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from ..store.reader import read_table, table_dataset
-from ..store.schema import TABLES
+from ..store.schema import MESSAGES, TABLES
 
 MESSAGE_COLUMNS = [
     "exchange_id", "seq", "ts", "agent", "message_id", "context_id", "task_id", "role", "has_envelope",
@@ -79,15 +79,20 @@ def _frame(root: Path, table: str, columns: list[str], expr: ds.Expression | Non
     return read_table(root, table, columns=columns, filter=expr).to_pandas()
 
 
-def load_frames(root: str | Path, window: Window | None = None) -> Frames:
-    """The three tables, narrowed to the report's columns and window. Agent messages only: the metrics
-    count replies, and user messages are most of a dataset's rows."""
+def load_frames(root: str | Path, window: Window | None = None, messages: bool = True) -> Frames:
+    """The three tables, narrowed to the report's columns and window, as pandas frames (for a notebook or
+    a small dataset; a report over a large one runs out of core, see `engine.Engine.over_dataset`). Agent
+    messages only: the metrics count replies, and user messages are most of a dataset's rows. With
+    `messages=False` the messages frame is left empty (exchanges and cards only)."""
     root = Path(root)
     window = window or Window()
     present = [t for t in TABLES if table_dataset(root, t) is not None]
     msg_expr = (ds.field("role") == "agent") & (ds.field("object_kind") == "message")
     w = window.expression("ts")
-    messages = _frame(root, "messages", MESSAGE_COLUMNS, msg_expr if w is None else msg_expr & w)
+    if messages:
+        msgs = _frame(root, "messages", MESSAGE_COLUMNS, msg_expr if w is None else msg_expr & w)
+    else:
+        msgs = pa.schema([MESSAGES.field(c) for c in MESSAGE_COLUMNS]).empty_table().to_pandas()
     exchanges = _frame(root, "exchanges", EXCHANGE_COLUMNS, window.expression("ts_start"))
     cards = _frame(root, "agent_cards", CARD_COLUMNS, window.expression("ts"))
-    return Frames(exchanges, messages, cards, present, str(root))
+    return Frames(exchanges, msgs, cards, present, str(root))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -10,6 +11,7 @@ import pandas as pd
 from .. import __version__
 from ..a2a.constants import AUTHORS, AVAILABILITY, COVERAGE, INVOCATION_OUTCOMES
 from . import metrics as m
+from .engine import Engine, engine_for
 from .load import Frames, Window
 from .stats import wilson
 
@@ -49,7 +51,7 @@ def _plainvalue(v: Any) -> Any:
 
 def coverage_section(turns: pd.DataFrame) -> dict[str, Any]:
     dist = m.coverage_distribution(turns)
-    assessed = len(m.assessed(turns))
+    assessed = m.count(m.assessed(turns))
     by_cov: dict[str, Any] = {
         v: {"count": 0, "share": 0.0 if assessed else None, "ci_low": None, "ci_high": None} for v in sorted(COVERAGE)
     }
@@ -63,7 +65,7 @@ def coverage_section(turns: pd.DataFrame) -> dict[str, Any]:
     for r in _records(m.coverage_availability(turns)):
         by_avail[r["value"]] = r["count"]
     return {
-        "turns_with_coverage": len(turns),
+        "turns_with_coverage": m.count(turns),
         "turns_assessed": assessed,
         "by_coverage": by_cov,
         "by_reason": by_reason,
@@ -76,27 +78,32 @@ def _wilson_dict(k: int, n: int) -> dict[str, Any]:
     return {"share": share, "ci_low": lo, "ci_high": hi}
 
 
-def authors_section(replies: pd.DataFrame) -> dict[str, Any]:
+def authors_section(replies: pd.DataFrame, conv: dict[str, Any]) -> dict[str, Any]:
+    """`replies`: reply facts or counts (with `n`); `conv`: the conversation summary of the same replies."""
     shares = m.author_share(replies)
     by_author: dict[str, int] = dict.fromkeys(sorted(AUTHORS), 0)
     for r in _records(shares):
         by_author[r["value"]] = r["count"]
     stated = int(shares["count"].sum()) if not shares.empty else 0
     human = _wilson_dict(by_author["human"], stated)
-    conv = m.conversations(replies)
     return {
-        "replies": len(replies),
+        "replies": m.count(replies),
         "replies_with_author": stated,
         "by_author": by_author,
         "human_share": human["share"],
         "human_share_ci_low": human["ci_low"],
         "human_share_ci_high": human["ci_high"],
-        "conversations": len(conv),
-        "conversations_with_human": int((conv["human_replies"] > 0).sum()) if len(conv) else 0,
-        "suppressed_turns": int(conv["suppressed_turns"].sum()) if len(conv) else 0,
-        "handoffs_to_human": int(conv["handoffs_to_human"].sum()) if len(conv) else 0,
-        "handbacks_to_agent": int(conv["handbacks_to_agent"].sum()) if len(conv) else 0,
+        **{k: int(conv.get(k, 0)) for k in CONVERSATION_FIELDS},
     }
+
+
+CONVERSATION_FIELDS = (
+    "conversations",
+    "conversations_with_human",
+    "suppressed_turns",
+    "handoffs_to_human",
+    "handbacks_to_agent",
+)
 
 
 def routines_section(instances: pd.DataFrame, stale_after: pd.Timedelta | None) -> dict[str, Any]:
@@ -133,88 +140,105 @@ def invocations_section(replies: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def citations_section(turns: pd.DataFrame, replies: pd.DataFrame) -> dict[str, Any]:
+def citations_section(turns: pd.DataFrame, cited: pd.DataFrame) -> dict[str, Any]:
     return {
         **{k: _num(v) for k, v in m.citation_summary(turns).items()},
-        "most_cited": _records(m.most_cited(replies)),
+        "most_cited": _records(m.top_cited(cited)),
     }
 
 
-def _sections(
-    replies: pd.DataFrame, turns: pd.DataFrame, instances: pd.DataFrame, stale_after: pd.Timedelta | None
-) -> dict[str, Any]:
-    return {
-        "coverage": coverage_section(turns),
-        "authors": authors_section(replies),
-        "routines": routines_section(instances, stale_after),
-        "invocations": invocations_section(replies),
-        "citations": citations_section(turns, replies),
-    }
+@dataclass
+class Facts:
+    """What the sections count, small whatever the dataset's size: turns and replies counted per agent, day,
+    routine and counted value (`n`); routine instances one per row; conversation summaries per grouping key;
+    replies per cited document."""
 
+    turns: pd.DataFrame
+    replies: pd.DataFrame
+    instances: pd.DataFrame
+    conversations: dict[str, pd.DataFrame]
+    cited: pd.DataFrame
 
-def _day(ts: pd.Series) -> pd.Series:
-    return ts.dt.strftime("%Y-%m-%d").fillna(m.NONE)
+    @classmethod
+    def gather(cls, engine: Engine, by: tuple[str, ...], stale_after: pd.Timedelta | None) -> Facts:
+        return cls(
+            turns=engine.turn_counts(),
+            replies=engine.reply_counts(),
+            instances=m.finish_instances(engine.instances(), stale_after, engine.last_reply_seen()),
+            conversations={g: engine.conversation_summary(g).set_index("key") for g in ("all", *by)},
+            cited=engine.cited(),
+        )
 
+    def keys(self, by: str) -> list[str]:
+        found = set(self.turns[by]) | set(self.replies[by]) | set(self.instance_keys(by))
+        return sorted(found, key=str)
 
-def _groups(
-    by: str,
-    replies: pd.DataFrame,
-    turns: pd.DataFrame,
-    instances: pd.DataFrame,
-    stale_after: pd.Timedelta | None,
-) -> dict[str, Any]:
-    if by == "agent":
-        rk, tk, ik = replies["agent"], turns["agent"], instances["agent"]
-    elif by == "day":
-        rk, tk = _day(replies["first_seen"]), _day(turns["first_seen"])
-        ik = _day(pd.to_datetime(instances["started"], utc=True)) if len(instances) else instances["agent"]
-    else:
-        rk = m._routine_key(replies).fillna(m.NONE) if len(replies) else replies["agent"]
-        tk = m._routine_key(turns).fillna(m.NONE) if len(turns) else turns["agent"]
-        ik = instances["routine"]
-    keys = sorted(set(rk.dropna()) | set(tk.dropna()) | set(ik.dropna()), key=str)
-    return {str(k): _sections(replies[rk == k], turns[tk == k], instances[ik == k], stale_after) for k in keys}
+    def instance_keys(self, by: str) -> pd.Series:
+        if self.instances.empty:
+            return pd.Series(dtype=object)
+        if by == "day":
+            started = pd.to_datetime(self.instances["started"], utc=True)
+            return started.dt.strftime("%Y-%m-%d").fillna(m.NONE)
+        return self.instances[by].astype(object).fillna(m.NONE)
+
+    def sections(self, stale_after: pd.Timedelta | None, by: str = "all", key: str = "all") -> dict[str, Any]:
+        turns, replies, inst, cited = self.turns, self.replies, self.instances, self.cited
+        if by != "all":
+            turns, replies, cited = turns[turns[by] == key], replies[replies[by] == key], cited[cited[by] == key]
+            inst = inst[self.instance_keys(by) == key] if not inst.empty else inst
+        conv = self.conversations[by]
+        summary = {str(k): v for k, v in conv.loc[key].items()} if key in conv.index else {}
+        return {
+            "coverage": coverage_section(turns),
+            "authors": authors_section(replies, summary),
+            "routines": routines_section(inst, stale_after),
+            "invocations": invocations_section(replies),
+            "citations": citations_section(turns, cited),
+        }
 
 
 def build_report(
-    frames: Frames,
+    source: Frames | Engine,
     window: Window | None = None,
     by: tuple[str, ...] = (),
     stale_after: pd.Timedelta | None = None,
 ) -> dict[str, Any]:
-    """The whole report over already loaded (and filtered) frames."""
+    """The whole report over loaded frames, or over an `Engine` on a dataset (`Engine.over_dataset`, which
+    reads the Parquet files out of core and never holds a row per sighting)."""
     window = window or Window()
-    rep = m.replies(frames.messages)
-    trn = m.turns(rep)
-    inst = m.routine_instances(rep, stale_after=stale_after)
+    with engine_for(source) as engine:
+        facts = Facts.gather(engine, by, stale_after)
+        counts = engine.dataset_counts()
+        adoption = m.adoption_rows(engine.adoption_counts())
+        anomalies = engine.anomalies()
+        cards = source.agent_cards if isinstance(source, Frames) else engine.cards()
+        present, root = engine.present, engine.root
     notes = []
-    missing = [t for t in ("exchanges", "messages", "agent_cards") if t not in frames.present]
-    if not frames.present:
+    missing = [t for t in ("exchanges", "messages", "agent_cards") if t not in present]
+    if not present:
         notes.append("the dataset holds no Parquet files yet: record or ingest some traffic first")
     elif "messages" in missing:
         notes.append("no messages table: no A2A message was recorded, so there is nothing to measure")
-    elif frames.messages.empty:
+    elif counts["sightings"] == 0:
         notes.append("no agent messages in the selected window")
-    elif rep.empty:
+    elif counts["replies"] == 0:
         notes.append("no agent message carried the converse envelope: did the clients send A2A-Extensions?")
-    if frames.present and len(trn) == 0 and not rep.empty:
+    if present and counts["turns"] == 0 and counts["replies"]:
         notes.append("no reply carried answerCoverage")
-    ts = frames.messages["ts"] if not frames.messages.empty else pd.Series(dtype="datetime64[us, UTC]")
-    agents = sorted(set(frames.exchanges["agent"].dropna()) | set(frames.messages["agent"].dropna()))
     report: dict[str, Any] = {
         "schema": REPORT_SCHEMA,
         "generator": f"converse-tap {__version__}",
         "dataset": {
-            "path": frames.root,
-            "tables_present": frames.present,
+            "path": root,
+            "tables_present": present,
             "tables_missing": missing,
-            "exchanges": len(frames.exchanges),
-            "agent_message_sightings": len(frames.messages),
-            "replies": len(rep),
-            "turns": len(trn),
-            "agents": agents,
-            "first_seen": _num(ts.min()) if len(ts) else None,
-            "last_seen": _num(ts.max()) if len(ts) else None,
+            "exchanges": counts["exchanges"],
+            "agent_message_sightings": counts["sightings"],
+            "replies": counts["replies"],
+            "turns": counts["turns"],
+            "agents": counts["agents"],
+            "first_seen": _num(counts["first_seen"]),
+            "last_seen": _num(counts["last_seen"]),
             "filters": {
                 "agents": list(window.agents) if window.agents else None,
                 "since": window.since.isoformat() if window.since else None,
@@ -222,18 +246,15 @@ def build_report(
             },
             "notes": notes,
         },
-        **_sections(rep, trn, inst, stale_after),
+        **facts.sections(stale_after),
         "conformance": {
-            "adoption": {
-                r["metric"]: {k: v for k, v in r.items() if k != "metric"}
-                for r in _records(m.adoption(frames.exchanges, frames.messages))
-            },
-            "anomalies": _records(m.anomaly_counts(frames.exchanges, frames.messages, frames.agent_cards)),
-            "agent_cards": _cards(frames.agent_cards),
+            "adoption": {r["metric"]: {k: v for k, v in r.items() if k != "metric"} for r in _records(adoption)},
+            "anomalies": _records(anomalies),
+            "agent_cards": _cards(cards),
         },
     }
     if by:
-        report["groups"] = {b: _groups(b, rep, trn, inst, stale_after) for b in by}
+        report["groups"] = {b: {str(k): facts.sections(stale_after, b, k) for k in facts.keys(b)} for b in by}
     return report
 
 

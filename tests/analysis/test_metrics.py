@@ -37,6 +37,17 @@ def test_polled_and_history_sightings_count_once() -> None:
     assert rep.set_index("reply_key")["first_seen"]["a"] == T0 + pd.Timedelta(minutes=1)
 
 
+def test_sightings_in_the_same_microsecond_are_ordered_by_their_place_in_the_data() -> None:
+    msgs = messages(
+        sighting("a", minute=1, **covered("partial")),
+        sighting("b", minute=1, **covered("answered")),
+        sighting("a", minute=1, **covered("answered")),  # a later row of the same instant: the last sighting
+    )
+    rep = m.replies(msgs)
+    assert rep["reply_key"].tolist() == ["a", "b"]
+    assert rep.set_index("reply_key")["coverage"].to_dict() == {"a": "answered", "b": "answered"}
+
+
 def test_user_messages_artifacts_and_unenveloped_messages_are_not_replies() -> None:
     msgs = messages(
         sighting("u", role="user"),
