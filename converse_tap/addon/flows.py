@@ -1,10 +1,13 @@
-"""mitmproxy HTTPFlow -> HttpExchange, shared by the live addon and offline ingest of flow files."""
+"""mitmproxy HTTPFlow -> HttpExchange, shared by the live addon and offline ingest of flow files; and the same
+from a flow's saved state (a `mitmdump -w` record), which ingest reads without building HTTPFlow objects."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from mitmproxy import http
+from mitmproxy.net import encoding
+from mitmproxy.net.http import url as urls
 
 from ..a2a.exchange import HttpExchange
 from ..a2a.headers import Headers
@@ -24,18 +27,29 @@ def _addr(address: Any) -> str | None:
     return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
 
 
-def _body(message: http.Message, max_body: int, what: str, anomalies: list[str]) -> bytes | None:
-    raw = message.raw_content
+def _body(raw: bytes | None, headers: Headers, max_body: int, what: str, anomalies: list[str]) -> bytes | None:
+    """The content-decoded body, as mitmproxy's `Message.get_content(strict=True)` gives it; None (and an
+    anomaly) when it is too large or its Content-Encoding does not decode."""
     if raw is None:
         return None
     if len(raw) > max_body:
         anomalies.append(f"{what}_body_too_large:{len(raw)}")
         return None
+    ce = ", ".join(headers.get_all("content-encoding"))  # folded, as mitmproxy's Headers.get does
+    if not ce:
+        return raw
     try:
-        return message.get_content(strict=True)
+        content = encoding.decode(raw, ce)
+        if isinstance(content, bytes):
+            return content
     except ValueError:
-        anomalies.append(f"{what}_content_encoding_invalid:{message.headers.get('content-encoding', '')}")
-        return None
+        pass
+    anomalies.append(f"{what}_content_encoding_invalid:{ce}")
+    return None
+
+
+def _prefix(raw: bytes | None, max_body: int) -> bytes | None:
+    return raw[:PREFIX] if raw and len(raw) > max_body else None
 
 
 def exchange_from_flow(
@@ -50,13 +64,14 @@ def exchange_from_flow(
     anomalies: list[str] = list(extra_anomalies or ())
     req = flow.request
     resp = flow.response
+    request_headers = Headers(req.headers.items(multi=True))
     ex = HttpExchange(
         id=flow.id,
         method=req.method,
         url=req.url,
-        request_headers=Headers(req.headers.items(multi=True)),
-        request_body=_body(req, max_body, "request", anomalies),
-        request_prefix=req.raw_content[:PREFIX] if req.raw_content and len(req.raw_content) > max_body else None,
+        request_headers=request_headers,
+        request_body=_body(req.raw_content, request_headers, max_body, "request", anomalies),
+        request_prefix=_prefix(req.raw_content, max_body),
         http_version=req.http_version,
         ts_start=req.timestamp_start,
         client_addr=_addr(flow.client_conn.peername),
@@ -68,7 +83,7 @@ def exchange_from_flow(
     )
     if resp is not None:
         ex.status = resp.status_code
-        ex.response_headers = Headers(resp.headers.items(multi=True))
+        ex.response_headers = response_headers = Headers(resp.headers.items(multi=True))
         ex.ts_first_byte = resp.timestamp_start
         ex.ts_end = resp.timestamp_end
         if sse_events is not None:
@@ -76,8 +91,61 @@ def exchange_from_flow(
             ex.sse_comments = sse_comments
             ex.bytes_out = streamed_bytes
         else:
-            ex.response_body = _body(resp, max_body, "response", anomalies)
+            ex.response_body = _body(resp.raw_content, response_headers, max_body, "response", anomalies)
             ex.bytes_out = len(resp.raw_content) if resp.raw_content is not None else streamed_bytes
     if ex.ts_end is None and flow.error is not None:
         ex.ts_end = flow.error.timestamp
+    return ex
+
+
+def _text(value: bytes) -> str:
+    return value.decode("utf-8", "surrogateescape")
+
+
+def _headers(fields: Any) -> Headers:
+    return Headers((_text(k), _text(v)) for k, v in fields)
+
+
+def exchange_from_state(
+    state: dict[str, Any], max_body: int = DEFAULT_MAX_BODY, source: str = "ingest"
+) -> HttpExchange:
+    """`exchange_from_flow(HTTPFlow.from_state(state))` without building the flow: the same fields read straight
+    from an HTTP flow's saved state (already migrated to this mitmproxy's version by `io.compat.migrate_flow`)."""
+    anomalies: list[str] = []
+    req, resp, error = state["request"], state.get("response"), state.get("error")
+    method = _text(req["method"]).upper()
+    if method == "CONNECT":
+        url = f"{req['host']}:{req['port']}"
+    else:
+        path = _text(req["path"])
+        url = urls.unparse(_text(req["scheme"]), req["host"], req["port"], path if path != "*" else "")
+    request_headers = _headers(req["headers"])
+    raw = req.get("content")
+    server = state.get("server_conn") or {}
+    ex = HttpExchange(
+        id=state["id"],
+        method=method,
+        url=url,
+        request_headers=request_headers,
+        request_body=_body(raw, request_headers, max_body, "request", anomalies),
+        request_prefix=_prefix(raw, max_body),
+        http_version=_text(req["http_version"]),
+        ts_start=req.get("timestamp_start"),
+        client_addr=_addr((state.get("client_conn") or {}).get("peername")),
+        server_addr=_addr(server.get("address") or server.get("peername")),
+        error=error["msg"] if error else None,
+        bytes_in=len(raw) if raw is not None else None,
+        source=source,
+        anomalies=anomalies,
+    )
+    if resp is not None:
+        ex.status = resp["status_code"]
+        ex.response_headers = response_headers = _headers(resp["headers"])
+        ex.ts_first_byte = resp.get("timestamp_start")
+        ex.ts_end = resp.get("timestamp_end")
+        body = resp.get("content")
+        ex.response_body = _body(body, response_headers, max_body, "response", anomalies)
+        ex.bytes_out = len(body) if body is not None else None
+    if ex.ts_end is None and error:
+        ex.ts_end = error.get("timestamp")
     return ex
