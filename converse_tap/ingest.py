@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from mitmproxy import http
 from mitmproxy.io import compat, har, tnetstring
@@ -62,7 +62,7 @@ def read_flow_file(path: Path, max_body: int = DEFAULT_MAX_BODY) -> Iterator[Htt
             try:
                 if not isinstance(state, dict):
                     raise ValueError(f"a {type(state).__name__}, not a flow")
-                state = compat.migrate_flow(state)
+                state = cast(dict[str, Any], compat.migrate_flow(state))  # a flow state has str keys
                 exchange = exchange_from_state(state, max_body, "ingest") if state.get("type") == "http" else None
             except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
                 raise _damaged(path, offset, count, f"unreadable flow ({type(e).__name__}: {e})") from e
