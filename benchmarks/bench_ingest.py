@@ -1,15 +1,19 @@
 """Ingest: flows per second from a large mitmproxy flow file into a dataset.
 
-    python -m benchmarks.bench_ingest [--flows 20000]
+    python -m benchmarks.bench_ingest [--flows 20000] [--reps 3]
 
 The file mixes unary SendMessage replies, SSE streams (stored bodies) and agent cards, as `mitmdump -w` saves
-them; the figure is the whole `ingest()` call: reading, extraction and writing Parquet.
+them; the figure is the whole `ingest()` call: reading, extraction and writing Parquet, in one process (`jobs=1`) and
+with the file cut into parts for one process per core (what `converse-tap ingest` does), interleaved.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -48,20 +52,31 @@ def flows(n: int):
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--flows", type=int, default=20000)
-    n = p.parse_args().flows
+    p.add_argument("--reps", type=int, default=3)
+    args = p.parse_args()
+    jobs_auto = min(os.cpu_count() or 1, 8)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "flows.mitm"
         with open(path, "wb") as f:
             w = io.FlowWriter(f)
-            for flow in flows(n):
+            for flow in flows(args.flows):
                 w.add(flow)
-        t0 = time.perf_counter()
-        result = ingest([path], Path(tmp) / "out", TextPolicy())
-        secs = time.perf_counter() - t0
-    print(
-        f"{result.flows} flows -> {result.exchanges} "
-        f"exchanges in {secs:.2f}s: {result.flows / secs:,.0f} flows/s (target >= 5,000)"
-    )
+        size = path.stat().st_size
+        print(f"{args.flows} flows, {size / 2**20:.1f} MiB; median of {args.reps} interleaved reps")
+        rates: dict[int, list[float]] = {1: [], jobs_auto: []}
+        for rep in range(args.reps):
+            for jobs in rates:
+                out = Path(tmp) / f"out-{jobs}-{rep}"
+                t0 = time.perf_counter()
+                result = ingest([path], out, TextPolicy(), jobs=jobs)
+                secs = time.perf_counter() - t0
+                assert result.exchanges == args.flows and not result.errors
+                rates[jobs].append(result.flows / secs)
+                shutil.rmtree(out)
+    for jobs, r in rates.items():
+        print(f"  jobs={jobs}: {statistics.median(r):7,.0f} flows/s (range {min(r):,.0f}-{max(r):,.0f})")
+    ratio = statistics.median(rates[jobs_auto]) / statistics.median(rates[1])
+    print(f"  target >= 5,000 flows/s; parallel/single {ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import sys
 from pathlib import Path
@@ -101,7 +102,12 @@ def record(
 @click.option(
     "--text", type=click.Choice(TEXT_POLICIES), default="keep", show_default=True, help="Message text policy."
 )
-def ingest(files: tuple[Path, ...], out: Path, text: str) -> None:
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    help="Processes for large flow files (cut into parts of 8 MiB); default: one per CPU core.",
+)
+def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None) -> None:
     """Import mitmproxy flow files (mitmdump -w) and HAR files into a dataset.
 
     \b
@@ -117,7 +123,7 @@ def ingest(files: tuple[Path, ...], out: Path, text: str) -> None:
         policy = TextPolicy(text, dataset_salt(out) if text == "hash" else b"")
     except OSError as e:
         raise click.ClickException(f"cannot write the dataset to {out}: {e}") from e
-    result = run_ingest(list(files), out, policy)
+    result = run_ingest(list(files), out, policy, jobs=jobs or min(os.cpu_count() or 1, 8))
     click.echo(
         f"ingested {result.flows} flows from {result.files} file(s): {result.exchanges} A2A exchanges into {out}",
         err=True,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -41,16 +43,20 @@ def _is_har(path: Path) -> bool:
     return head.startswith(b"{")
 
 
-def read_flow_file(path: Path, max_body: int = DEFAULT_MAX_BODY) -> Iterator[HttpExchange]:
-    """The HTTP exchanges of a `mitmdump -w` file; a damaged file raises IngestError after the flows before it.
+def read_flow_file(
+    path: Path, max_body: int = DEFAULT_MAX_BODY, start: int = 0, end: int | None = None, before: int = 0
+) -> Iterator[HttpExchange]:
+    """The HTTP exchanges of a `mitmdump -w` file (or of its records in bytes [start, end), `before` flows
+    into the file); a damaged file raises IngestError after the flows before it.
 
     Each record is read with mitmproxy's own tnetstring reader and migrated from older mitmproxy versions by
     its `compat` module, as `io.FlowReader` does, but the exchange is taken straight from the saved state:
     building `HTTPFlow` objects was a third of the time ingest took (docs/performance.md).
     """
     with open(path, "rb") as f:
-        count, offset = 0, 0
-        while True:
+        f.seek(start)
+        count, offset = before, start
+        while end is None or offset < end:
             try:
                 state = tnetstring.load(f)
             except ValueError as e:
@@ -106,32 +112,109 @@ def _har_times(flow: http.HTTPFlow, entry: dict[str, Any]) -> None:
         flow.response.timestamp_end = start + float(entry.get("time") or 0) / 1000.0
 
 
+PART_BYTES = 8 * 1024 * 1024  # flow files larger than this are split into parts ingested in parallel
+
+
+@dataclass(frozen=True)
+class Part:
+    """A run of whole records of a flow file (or a whole HAR file): bytes [start, end), `before` flows ahead."""
+
+    path: Path
+    start: int = 0
+    end: int | None = None
+    before: int = 0
+
+
+def split_flow_file(path: Path, part_bytes: int = PART_BYTES) -> list[Part]:
+    """Cut a flow file at record boundaries into parts of about `part_bytes`, reading only the records'
+    length prefixes. Where the prefixes stop making sense, the rest is one last part, whose reader reports
+    the damage at its exact position."""
+    size = path.stat().st_size
+    parts: list[Part] = []
+    start = offset = count = before = 0
+    with open(path, "rb") as f:
+        while offset < size:
+            f.seek(offset)
+            head = f.read(16)
+            colon = head.find(b":")
+            if colon <= 0 or not head[:colon].isdigit():
+                break
+            offset += colon + 1 + int(head[:colon]) + 1
+            count += 1
+            if offset - start >= part_bytes:
+                parts.append(Part(path, start, offset, before))
+                start, before = offset, count
+    if start < size or not parts:
+        parts.append(Part(path, start, None, before))
+    return parts
+
+
+def _read_part(part: Part, max_body: int) -> Iterator[HttpExchange]:
+    if _is_har(part.path):
+        yield from read_har(part.path, max_body)
+    else:
+        yield from read_flow_file(part.path, max_body, part.start, part.end, part.before)
+
+
+def _ingest_parts(parts: list[Part], out: Path, policy: TextPolicy, max_body: int, progress: Any) -> IngestResult:
+    """One writer for these parts, in this process."""
+    result = IngestResult()
+    writer = DatasetWriter(out, flush_interval=5.0, rollover_rows=1_000_000, rollover_seconds=3600)
+    writer.start(thread=False)
+    try:
+        for part in parts:
+            try:
+                for ex in _read_part(part, max_body):
+                    result.flows += 1
+                    extraction = extract(ex, policy)
+                    if extraction is not None:
+                        result.exchanges += 1
+                        writer.write(extraction)
+                    if progress is not None and result.flows % 1000 == 0:
+                        progress(part.path, result.flows)
+            except IngestError as e:
+                result.errors.append(e)
+    finally:
+        writer.close()
+    return result
+
+
+def _ingest_in_worker(
+    part: Part, out: Path, policy: TextPolicy, max_body: int
+) -> tuple[int, int, list[tuple[Path, str, str]]]:
+    result = _ingest_parts([part], out, policy, max_body, None)
+    return result.flows, result.exchanges, [(e.path, e.position, e.reason) for e in result.errors]
+
+
 def ingest(
     paths: list[Path],
     out: Path,
     policy: TextPolicy,
     max_body: int = DEFAULT_MAX_BODY,
     progress: Callable[[Path, int], None] | None = None,
+    jobs: int = 1,
+    part_bytes: int = PART_BYTES,
 ) -> IngestResult:
-    """Extract every file into `out`. A damaged file is reported and the rest still ingested."""
-    result = IngestResult()
-    writer = DatasetWriter(out, flush_interval=5.0, rollover_rows=1_000_000, rollover_seconds=3600)
-    writer.start()
-    try:
-        for path in paths:
-            result.files += 1
-            exchanges = read_har(path, max_body) if _is_har(path) else read_flow_file(path, max_body)
-            try:
-                for ex in exchanges:
-                    result.flows += 1
-                    extraction = extract(ex, policy)
-                    if extraction is not None:
-                        result.exchanges += 1
-                        writer.submit(extraction)
-                    if progress is not None and result.flows % 1000 == 0:
-                        progress(path, result.flows)
-            except IngestError as e:
-                result.errors.append(e)
-    finally:
-        writer.close()
+    """Extract every file into `out`. A damaged file is reported and the rest still ingested.
+
+    With `jobs` > 1, flow files are cut into parts of about `part_bytes` and the parts ingested by that many
+    processes, each with its own writer into the same dataset (writers share a dataset safely); below one
+    part's worth of input everything stays in this process.
+    """
+    parts = [p for path in paths for p in ([Part(path)] if _is_har(path) else split_flow_file(path, part_bytes))]
+    if jobs <= 1 or len(parts) <= 1:
+        result = _ingest_parts(parts, out, policy, max_body, progress)
+        result.files = len(paths)
+        return result
+    result = IngestResult(files=len(paths))
+    context = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        futures = [pool.submit(_ingest_in_worker, part, out, policy, max_body) for part in parts]
+        for part, future in zip(parts, futures, strict=True):
+            flows, exchanges, errors = future.result()
+            result.flows += flows
+            result.exchanges += exchanges
+            result.errors.extend(IngestError(*e) for e in errors)
+            if progress is not None:
+                progress(part.path, result.flows)
     return result

@@ -1,3 +1,4 @@
+import itertools
 import json
 from pathlib import Path
 
@@ -126,3 +127,24 @@ def test_text_policy_reaches_history_and_artifacts(tmp_path: Path) -> None:
     out = extract(exchange_from_flow(a2a_flow(response=jsonrpc_result({"task": task}))), TextPolicy("drop"))
     assert out is not None
     assert [m["text"] for m in out.messages] == [None] * 4 and all(m["text_length"] for m in out.messages)
+
+
+def test_parallel_parts_give_the_same_dataset_and_the_same_damage_report(tmp_path: Path) -> None:
+    from converse_tap.ingest import split_flow_file
+
+    path = tmp_path / "a.mitm"
+    _flow_file(path, 40)
+    whole = path.read_bytes()
+    path.write_bytes(whole + whole[: len(whole) // 80])  # 40 flows, then half a flow
+    parts = split_flow_file(path, part_bytes=len(whole) // 4)
+    assert len(parts) >= 4 and parts[0].start == 0
+    assert all(a.end == b.start for a, b in itertools.pairwise(parts))  # contiguous, whole records
+    one = ingest([path], tmp_path / "one", TextPolicy())
+    many = ingest([path], tmp_path / "many", TextPolicy(), jobs=2, part_bytes=len(whole) // 4)
+    assert (many.flows, many.exchanges) == (one.flows, one.exchanges) == (40, 40)
+    assert [str(e) for e in many.errors] == [str(e) for e in one.errors]
+    assert len(one.errors) == 1 and "(after flow 40)" in str(one.errors[0])
+    assert len({p.name for p in (tmp_path / "many" / "messages").rglob("*.parquet")}) > 1  # several writers
+    for table, key in (("exchanges", ["exchange_id"]), ("messages", ["exchange_id", "seq"])):
+        a, b = (load(tmp_path / d, table).sort_values(key).reset_index(drop=True) for d in ("one", "many"))
+        assert len(a) >= 40 and a.equals(b), table

@@ -71,8 +71,9 @@ class _Journal:
 class DatasetWriter:
     """Owns one journal directory in `root/_journal/<id>/`, locked for as long as this writer lives.
 
-    `submit` is safe from any thread and never blocks. The worker thread runs the extraction jobs, appends
-    their rows to the journals at least every `flush_interval` seconds, and rolls the journals into Parquet
+    `submit` is safe from any thread, never blocks and never wakes the worker: the worker thread wakes every
+    `flush_interval` seconds, runs the extraction jobs queued since, appends their rows to the journals, and
+    rolls the journals into Parquet
     every `rollover_rows` rows or `rollover_seconds`. When the disk fails, rows wait in memory (at most
     `max_pending_rows`; beyond that they are counted as dropped) and are retried every flush interval.
     """
@@ -96,6 +97,7 @@ class DatasetWriter:
         self.dir = self.root / JOURNAL_DIR / self.id
         self.stats = WriterStats()
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._wake = threading.Event()  # set by flush and close; submit leaves the thread asleep
         self._pending: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
         self._journals: dict[str, _Journal] = {}
         self._journal_files: dict[str, list[Path]] = {t: [] for t in TABLES}  # written since the last rollover
@@ -106,31 +108,54 @@ class DatasetWriter:
         self._failing = False
         self._lock_fd: int | None = None
         self._thread: threading.Thread | None = None
+        self._inline = False
+        self._next_flush = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, thread: bool = True) -> None:
+        """Lock the journal directory and start the worker thread; with `thread=False`, rows are written by
+        `write` in the caller's thread instead (offline ingest, where a thread hand-off only costs time)."""
         make_dir(self.dir)
         self._lock_fd = os.open(self.dir / "lock", os.O_WRONLY | os.O_CREAT, 0o600)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        if not thread:
+            self._inline = True
+            self._next_flush = time.monotonic() + self.flush_interval
+            return
         self._thread = threading.Thread(target=self._run, name=f"converse-tap-writer-{self.id}", daemon=True)
         self._thread.start()
 
     def submit(self, job: Job | Extraction) -> None:
         self._queue.put(job)
 
+    def write(self, item: Job | Extraction) -> None:
+        """`submit` for a writer started with `thread=False`: take the rows now, journal them every flush
+        interval, roll over as the thread would."""
+        self._take(item)
+        if time.monotonic() >= self._next_flush:
+            self._flush_and_roll()
+            self._next_flush = time.monotonic() + self.flush_interval
+
     def flush(self, timeout: float = 30.0) -> None:
         """Block until everything submitted so far is journaled (for tests and `done`)."""
         done = threading.Event()
         self._queue.put(done)
+        self._wake.set()
         done.wait(timeout)
 
     def close(self) -> None:
         """Drain the queue, roll everything into Parquet, remove the journal directory."""
-        if self._thread is None:
+        if self._thread is not None:
+            self._queue.put(_STOP)
+            self._wake.set()
+            self._thread.join()
+            self._thread = None
+        elif self._inline:
+            self._inline = False
+            self._flush()
+            self._rollover()
+        else:
             return
-        self._queue.put(_STOP)
-        self._thread.join()
-        self._thread = None
         if any(self._pending.values()):
             log.error(
                 "converse-tap: %d rows could not be written to %s and are lost",
@@ -148,25 +173,36 @@ class DatasetWriter:
 
     # -- worker ------------------------------------------------------------------------------------------
     def _run(self) -> None:
+        """Wake once per flush interval (or when `flush`/`close` ask), then take everything queued in one go:
+        `submit` never wakes this thread, so the proxy pays no thread switch per exchange."""
         next_flush = time.monotonic() + self.flush_interval
         while True:
-            timeout = max(0.0, next_flush - time.monotonic())
-            try:
-                item = self._queue.get(timeout=timeout)
-            except queue.Empty:
-                item = None
-            if item is _STOP:
+            self._wake.wait(timeout=max(0.0, next_flush - time.monotonic()))
+            self._wake.clear()
+            waiting: list[threading.Event] = []
+            stop = False
+            while not stop:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stop = True
+                elif isinstance(item, threading.Event):
+                    waiting.append(item)
+                else:
+                    self._take(item)
+            if stop:
                 self._flush()
                 self._rollover()
+                for event in waiting:
+                    event.set()
                 return
-            if isinstance(item, threading.Event):
-                self._flush_and_roll()
-                item.set()
-            elif item is not None:
-                self._take(item)
-            if time.monotonic() >= next_flush:
+            if waiting or time.monotonic() >= next_flush:
                 self._flush_and_roll()
                 next_flush = time.monotonic() + self.flush_interval
+            for event in waiting:
+                event.set()
 
     def _flush_and_roll(self) -> None:
         self._flush()
