@@ -47,18 +47,17 @@ REPLY_VALUES = [
 REPLY_COLUMNS = ["reply_key", "conversation", "first_seen", "first_pos", "ts", "exchange_id", *REPLY_VALUES]
 _TERMINAL = ", ".join(f"'{s}'" for s in sorted(TERMINAL_ROUTINE_STATUSES))
 
+REPLY_KEY = "coalesce(message_id, 'sighting:' || exchange_id || ':' || seq)"
 REPLIES = f"""
-WITH s AS (
-    SELECT *, coalesce(message_id, 'sighting:' || exchange_id || ':' || seq) AS reply_key,
-           {SORT_KEY.format(ts="ts", pos="pos")} AS sk
-    FROM sightings WHERE has_envelope
-), k AS (
-    SELECT min(ts) AS first_seen, (min(sk) & {_LOW64})::BIGINT AS first_pos, (max(sk) & {_LOW64})::BIGINT AS last_pos
-    FROM s GROUP BY reply_key
+WITH k AS (
+    SELECT min(ts) AS first_seen,
+           (min({SORT_KEY.format(ts="ts", pos="pos")}) & {_LOW64})::BIGINT AS first_pos,
+           (max({SORT_KEY.format(ts="ts", pos="pos")}) & {_LOW64})::BIGINT AS last_pos
+    FROM sightings WHERE has_envelope GROUP BY {REPLY_KEY}
 )
-SELECT s.reply_key, coalesce(s.context_id, s.task_id, 'exchange:' || s.exchange_id) AS conversation,
-       k.first_seen, k.first_pos, s.ts, s.exchange_id, {", ".join("s." + c for c in REPLY_VALUES)}
-FROM s JOIN k ON s.pos = k.last_pos
+SELECT {REPLY_KEY} AS reply_key, coalesce(context_id, task_id, 'exchange:' || exchange_id) AS conversation,
+       k.first_seen, k.first_pos, ts, exchange_id, {", ".join(REPLY_VALUES)}
+FROM sightings JOIN k ON sightings.pos = k.last_pos
 """
 
 TURNS = f"""
@@ -115,9 +114,10 @@ SELECT agent, conversation, routine, instance,
        min(first_seen) AS started,
        max(first_seen) AS last_seen,
        last(routine_status ORDER BY {ORDER}) AS last_status,
-       -- the required slots still pending at the status before the last (read only when it is `abandoned`)
-       list_transform(list_filter(last(prev_pending ORDER BY {ORDER}), lambda slot: slot.required),
-                      lambda slot: coalesce(slot.key, '{NONE}')) AS open_before_last
+       -- of an abandoned instance: the required slots still pending at the status before the abandonment
+       CASE WHEN last(routine_status ORDER BY {ORDER}) = 'abandoned' THEN coalesce(list_transform(
+           list_filter(last(prev_pending ORDER BY {ORDER}), lambda slot: slot.required),
+           lambda slot: coalesce(slot.key, '{NONE}')), []) END AS abandoned_at
 FROM paired
 GROUP BY agent, conversation, routine, instance
 ORDER BY agent, conversation, routine, instance
@@ -330,8 +330,22 @@ class Engine:
         sql = conversations_sql()
         return self.df(f"SELECT * EXCLUDE (g) FROM ({sql}) ORDER BY agent, conversation", "replies")
 
-    def instances(self) -> pd.DataFrame:
-        return self.df(INSTANCES, "replies")
+    def instances(self, conversation: bool = True) -> pd.DataFrame:
+        """Per routine instance (`conversation=False` leaves that column out: the report does not need it)."""
+        self.build("replies")
+        table = self.con.sql(INSTANCES).to_arrow_table()
+        if not conversation:
+            table = table.drop_columns(["conversation"])
+        frame = table.drop_columns(["abandoned_at"]).to_pandas()
+        frame["abandoned_at"] = table.column("abandoned_at").to_pylist()  # lists, not numpy arrays
+        return frame
+
+    def drop_facts(self) -> None:
+        """Free the materialised replies and turns (the report's last query is done)."""
+        for what in ("turns", "replies"):
+            if what in self._built:
+                self.con.execute(f"DROP TABLE {what}")
+                self._built.discard(what)
 
     def last_reply_seen(self) -> pd.Timestamp | None:
         last = self.scalar("SELECT max(first_seen) FROM replies", "replies")

@@ -103,9 +103,9 @@ def routine_instances(
     """One row per routine instance: a run of one routine within one conversation, from its first status to a
     terminal one (`completed`/`abandoned`); a status after a terminal one starts a new instance.
 
-    outcome is completed, abandoned or open; `abandoned_at` lists the required slots still pending at the
-    last status before abandonment. With `stale_after`, open instances idle longer than that before `now`
-    (default: the last reply seen in the data) are marked stale.
+    outcome is completed, abandoned or open; `abandoned_at` lists, for an abandoned instance, the required
+    slots still pending at the last status before abandonment (None for the others). With `stale_after`, open
+    instances idle longer than that before `now` (default: the last reply seen in the data) are marked stale.
     """
     with Engine.over_frames(replies=replies) as e:
         raw = e.instances()
@@ -124,16 +124,12 @@ def finish_instances(raw: pd.DataFrame, stale_after: pd.Timedelta | None, now: p
     """Outcome, duration, abandoned-at slots and staleness of the per-instance rows `Engine.instances` gives."""
     if raw.empty:
         return pd.DataFrame(columns=INSTANCE_COLUMNS)
-    out = raw.copy()
+    out = raw
     closed = out["last_status"].isin(TERMINAL)
     out["outcome"] = out["last_status"].where(closed, "open")
     out["ended"] = out["last_seen"].where(closed)
     out["seconds"] = (out["ended"] - out["started"]).dt.total_seconds().astype(object)
     out["seconds"] = out["seconds"].where(closed, None)
-    out["abandoned_at"] = [
-        list(slots) if o == "abandoned" and slots is not None else []
-        for o, slots in zip(out["outcome"], out["open_before_last"], strict=True)
-    ]
     stale = pd.Series(False, index=out.index)
     if stale_after is not None and now is not None:
         stale = (~closed) & ((now - out["last_seen"]) > stale_after)
@@ -141,7 +137,7 @@ def finish_instances(raw: pd.DataFrame, stale_after: pd.Timedelta | None, now: p
     out["tool_name"] = out["tool_name"].astype(object).where(out["tool_name"].notna(), None)
     out["instance"] = out["instance"].astype(int)
     out["turns"] = out["turns"].astype(int)
-    return out[INSTANCE_COLUMNS].reset_index(drop=True)
+    return out[[c for c in INSTANCE_COLUMNS if c in out.columns]].reset_index(drop=True)
 
 
 def routine_summary(instances: pd.DataFrame) -> pd.DataFrame:
@@ -192,9 +188,11 @@ def routine_totals(instances: pd.DataFrame) -> dict[str, Any]:
 
 def abandoned_slots(instances: pd.DataFrame) -> pd.DataFrame:
     """Which required slot was still open when users abandoned: one count per abandoned instance and slot."""
-    a = instances[instances["outcome"] == "abandoned"] if not instances.empty else instances
-    rows = [(r["routine"], slot) for r in a.to_dict("records") for slot in (r["abandoned_at"] or [NONE])]
-    frame = pd.DataFrame(rows, columns=["routine", "slot"])
+    if instances.empty:
+        return pd.DataFrame(columns=["routine", "slot", "abandoned"])
+    a = instances[instances["outcome"] == "abandoned"]
+    slots = a["abandoned_at"].map(lambda open_slots: open_slots or [NONE])  # abandoned at the first status: (none)
+    frame = pd.DataFrame({"routine": a["routine"], "slot": slots}).explode("slot")
     out = frame.value_counts().rename("abandoned").reset_index()
     return out.sort_values(["abandoned", "routine", "slot"], ascending=[False, True, True]).reset_index(drop=True)
 

@@ -161,13 +161,12 @@ class Facts:
 
     @classmethod
     def gather(cls, engine: Engine, by: tuple[str, ...], stale_after: pd.Timedelta | None) -> Facts:
-        return cls(
-            turns=engine.turn_counts(),
-            replies=engine.reply_counts(),
-            instances=m.finish_instances(engine.instances(), stale_after, engine.last_reply_seen()),
-            conversations={g: engine.conversation_summary(g).set_index("key") for g in ("all", *by)},
-            cited=engine.cited(),
-        )
+        turns, replies, cited = engine.turn_counts(), engine.reply_counts(), engine.cited()
+        conversations = {g: engine.conversation_summary(g).set_index("key") for g in ("all", *by)}
+        now = engine.last_reply_seen()
+        raw = engine.instances(conversation=False)
+        engine.drop_facts()  # what follows is pandas on small frames: give DuckDB's memory back first
+        return cls(turns, replies, m.finish_instances(raw, stale_after, now), conversations, cited)
 
     def keys(self, by: str) -> list[str]:
         found = set(self.turns[by]) | set(self.replies[by]) | set(self.instance_keys(by))
@@ -207,8 +206,8 @@ def build_report(
     reads the Parquet files out of core and never holds a row per sighting)."""
     window = window or Window()
     with engine_for(source) as engine:
-        facts = Facts.gather(engine, by, stale_after)
         counts = engine.dataset_counts()
+        facts = Facts.gather(engine, by, stale_after)
         adoption = m.adoption_rows(engine.adoption_counts())
         anomalies = engine.anomalies()
         cards = source.agent_cards if isinstance(source, Frames) else engine.cards()
