@@ -1,11 +1,12 @@
 """Metrics over the recorded dataset: each a function from frames to a frame, usable from a notebook.
 
-from converse_tap.analysis import load_frames, replies, turns, coverage_distribution
-frames = load_frames("converse-tap-data")
-rep = replies(frames.messages)
-coverage_distribution(turns(rep))
+from converse_tap.analysis import Engine, build_report, load_frames, replies, turns, coverage_distribution
+report = build_report(Engine.over_dataset("converse-tap-data"))   # out of core, any size
+frames = load_frames("converse-tap-data")                           # pandas frames, for data that fits
+coverage_distribution(turns(replies(frames.messages)))
 """
 
+from .engine import Engine
 from .load import Frames, Window, load_frames
 from .metrics import (
     adoption,
@@ -28,6 +29,7 @@ from .stats import wilson
 
 __all__ = [
     "REPORT_SCHEMA",
+    "Engine",
     "Frames",
     "Window",
     "adoption",

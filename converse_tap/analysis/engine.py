@@ -173,6 +173,18 @@ def _window_sql(window: Window, ts_column: str) -> str:
     return " AND ".join(parts) or "TRUE"
 
 
+def _in_window(files: list[str], window: Window) -> list[str]:
+    """Partition pruning before any file is opened: the `date=` directories outside the window are dropped."""
+    first = window.since.strftime("%Y-%m-%d") if window.since else None
+    last = window.until.strftime("%Y-%m-%d") if window.until else None
+    kept = []
+    for f in files:
+        day = Path(f).parent.name.removeprefix("date=")
+        if (first is None or day >= first) and (last is None or day <= last):
+            kept.append(f)
+    return kept
+
+
 def _plain_type(t: pa.DataType) -> pa.DataType:
     return t.value_type if pa.types.is_dictionary(t) else t
 
@@ -234,13 +246,15 @@ class Engine:
             ("agent_cards", CARD_COLUMNS, "ts"),
         ):
             dataset = table_dataset(root, table)
-            if dataset is None:
+            if dataset is not None:
+                present.append(table)
+            files = _in_window(dataset.files, window) if dataset is not None else []
+            if not files:
                 con.register(f"_{table}_empty", _arrow(pd.DataFrame(), table, columns))
                 source = f"(SELECT *, NULL::DATE AS date, NULL::BIGINT AS pos FROM _{table}_empty)"
             else:
-                present.append(table)
-                files = ", ".join(_quote(f) for f in dataset.files)
-                scan = f"read_parquet([{files}], hive_partitioning = true, union_by_name = true)"
+                listed = ", ".join(_quote(f) for f in files)
+                scan = f"read_parquet([{listed}], hive_partitioning = true, union_by_name = true)"
                 found = {r[0] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
                 select = ", ".join(c if c in found else f"NULL AS {c}" for c in columns)  # columns older files lack
                 pos = "(file_index::BIGINT << 40) + file_row_number"  # where in the dataset: file, row

@@ -1,6 +1,9 @@
 import math
+from pathlib import Path
 
+import duckdb
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from converse_tap.analysis import metrics as m
@@ -228,3 +231,26 @@ def test_groups_by_agent_and_day() -> None:
     assert groups["agent"]["ag_a"]["coverage"]["by_coverage"]["answered"]["count"] == 1
     assert groups["agent"]["ag_b"]["coverage"]["by_coverage"]["unanswered"]["count"] == 1
     assert sorted(groups["day"]) == ["2026-12-01", "2026-12-02"]
+
+
+def test_a_window_never_opens_the_partitions_it_excludes(tmp_path: Path) -> None:
+    from converse_tap.analysis.engine import Engine
+    from converse_tap.analysis.load import Window, parse_when
+    from converse_tap.store.files import write_parquet
+    from converse_tap.store.schema import TABLES
+
+    for day, mid in (("2026-12-01", "early"), ("2026-12-02", "late")):
+        row = sighting(mid, minute=0, **covered("answered"))
+        row.update(ts=pd.Timestamp(f"{day}T09:00:00Z"), object_kind="message", direction="response")
+        row.update(location="result.message", agent_url="http://agent.test/", binding="jsonrpc", dialect="v1.0")
+        row.update(method="SendMessage")
+        schema = TABLES["messages"]
+        table = pa.Table.from_pylist([{f.name: row.get(f.name) for f in schema}], schema=schema)
+        write_parquet(tmp_path, "messages", table, f"part-{mid}")
+    early = next((tmp_path / "messages").glob("date=2026-12-01/*.parquet"))
+    early.write_bytes(b"not parquet at all")  # a file the window must not even open
+    since = Window(since=parse_when("2026-12-02"))
+    report = build_report(Engine.over_dataset(tmp_path, since))
+    assert (report["dataset"]["replies"], report["coverage"]["turns_assessed"]) == (1, 1)
+    with pytest.raises(duckdb.Error):  # the whole dataset does read it, and says so
+        build_report(Engine.over_dataset(tmp_path))
