@@ -242,7 +242,8 @@ def _report(
         options.pop("require_data", None)
         return build_report(engine, window, **options)
     except duckdb.OutOfMemoryException as e:
-        raise error(f"the report needs more memory than its limit allows (raise it with --memory-limit): {e}") from e
+        first = str(e).splitlines()[0]  # DuckDB goes on with SET statements a CLI user cannot type
+        raise error(f"the report needs more memory than its limit allows; raise --memory-limit ({first})") from e
     except (OSError, duckdb.Error) as e:
         raise error(f"cannot read the dataset {dataset}: {e}") from e
     finally:

@@ -202,3 +202,13 @@ def test_agents_lists_cards_and_tools(sample: Path) -> None:
     )
     doc = json.loads(invoke("agents", str(sample), "--format", "json").stdout)
     assert doc[0]["cards"][0]["tools"][0]["input_schema"] == {"type": "object", "required": ["date"]}
+
+
+def test_a_report_beyond_its_memory_limit_says_which_option_to_raise(tmp_path: Path) -> None:
+    from benchmarks.bench_analysis import generate
+
+    generate(tmp_path, 100_000)
+    r = invoke("report", str(tmp_path), "--memory-limit", "2MB")
+    assert r.exit_code == 1
+    assert "needs more memory than its limit allows; raise --memory-limit (Out of Memory Error" in r.stderr
+    assert "SET " not in r.stderr and r.stdout == ""
