@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -210,9 +211,11 @@ class Engine:
     """A DuckDB connection holding the views `sightings` (agent-role messages), `exchanges`, `agent_cards`
     and, once asked for, the tables `replies` and `turns`."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, root: str, present: list[str], spill: str | None) -> None:
-        self.con, self.root, self.present, self._spill = con, root, present, spill
+    def __init__(self, con: duckdb.DuckDBPyConnection, root: str, present: list[str], spill: str) -> None:
+        self.con, self.root, self.present = con, root, present
         self._built: set[str] = set()
+        # closed on close(), or when the engine is collected or the interpreter exits (a notebook may never close)
+        self._finalizer = weakref.finalize(self, _release, con, spill)
 
     # construction -------------------------------------------------------------------------------------------
 
@@ -300,10 +303,8 @@ class Engine:
         return engine
 
     def close(self) -> None:
-        self.con.close()
-        if self._spill:
-            shutil.rmtree(self._spill, ignore_errors=True)
-            self._spill = None
+        """Close the connection and remove the spill directory."""
+        self._finalizer()
 
     def __enter__(self) -> Engine:
         return self
@@ -442,6 +443,11 @@ class Engine:
 
     def cards(self) -> pd.DataFrame:
         return self.df("SELECT * EXCLUDE (date) FROM agent_cards" if "agent_cards" in self.present else "")
+
+
+def _release(con: duckdb.DuckDBPyConnection, spill: str) -> None:
+    con.close()
+    shutil.rmtree(spill, ignore_errors=True)
 
 
 def _replies_arrow(replies: pd.DataFrame) -> pa.Table:

@@ -254,3 +254,17 @@ def test_a_window_never_opens_the_partitions_it_excludes(tmp_path: Path) -> None
     assert (report["dataset"]["replies"], report["coverage"]["turns_assessed"]) == (1, 1)
     with pytest.raises(duckdb.Error):  # the whole dataset does read it, and says so
         build_report(Engine.over_dataset(tmp_path))
+
+
+def test_an_engine_leaves_no_spill_directory_behind(tmp_path: Path) -> None:
+    from converse_tap.analysis.engine import Engine
+
+    closed = Engine.over_dataset(tmp_path)
+    spill = Path(closed.con.sql("SELECT current_setting('temp_directory')").fetchall()[0][0])
+    assert spill.is_dir()
+    closed.close()
+    assert not spill.exists()
+    forgotten = Engine.over_dataset(tmp_path)  # as a notebook does: never closed
+    spill = Path(forgotten.con.sql("SELECT current_setting('temp_directory')").fetchall()[0][0])
+    del forgotten
+    assert not spill.exists()
