@@ -123,6 +123,7 @@ class Part:
     start: int = 0
     end: int | None = None
     before: int = 0
+    har: bool = False
 
 
 def split_flow_file(path: Path, part_bytes: int = PART_BYTES) -> list[Part]:
@@ -150,7 +151,7 @@ def split_flow_file(path: Path, part_bytes: int = PART_BYTES) -> list[Part]:
 
 
 def _read_part(part: Part, max_body: int) -> Iterator[HttpExchange]:
-    if _is_har(part.path):
+    if part.har:
         yield from read_har(part.path, max_body)
     else:
         yield from read_flow_file(part.path, max_body, part.start, part.end, part.before)
@@ -201,7 +202,12 @@ def ingest(
     processes, each with its own writer into the same dataset (writers share a dataset safely); below one
     part's worth of input everything stays in this process.
     """
-    parts = [p for path in paths for p in ([Part(path)] if _is_har(path) else split_flow_file(path, part_bytes))]
+    parts: list[Part] = []
+    for path in paths:
+        if _is_har(path):
+            parts.append(Part(path, har=True))
+        else:  # cut only when there are processes to share the parts
+            parts.extend(split_flow_file(path, part_bytes) if jobs > 1 else [Part(path)])
     if jobs <= 1 or len(parts) <= 1:
         result = _ingest_parts(parts, out, policy, max_body, progress)
         result.files = len(paths)

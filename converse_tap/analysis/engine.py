@@ -162,14 +162,13 @@ def _quote(value: str) -> str:
 
 
 def _window_sql(window: Window, ts_column: str) -> str:
+    """The window as a predicate on rows; whole `date=` partitions outside it never reach the scan (`_in_window`)."""
     parts = []
     if window.agents:
         parts.append(f"agent IN ({', '.join(_quote(a) for a in window.agents)})")
     if window.since is not None:
-        parts.append(f"date >= DATE {_quote(window.since.strftime('%Y-%m-%d'))}")  # prunes whole partitions
         parts.append(f"{ts_column} >= TIMESTAMPTZ {_quote(window.since.isoformat())}")
     if window.until is not None:
-        parts.append(f"date <= DATE {_quote(window.until.strftime('%Y-%m-%d'))}")
         parts.append(f"{ts_column} < TIMESTAMPTZ {_quote(window.until.isoformat())}")
     return " AND ".join(parts) or "TRUE"
 
@@ -254,14 +253,14 @@ class Engine:
             files = _in_window(dataset.files, window) if dataset is not None else []
             if not files:
                 con.register(f"_{table}_empty", _arrow(pd.DataFrame(), table, columns))
-                source = f"(SELECT *, NULL::DATE AS date, NULL::BIGINT AS pos FROM _{table}_empty)"
+                source = f"(SELECT *, NULL::BIGINT AS pos FROM _{table}_empty)"
             else:
                 listed = ", ".join(_quote(f) for f in files)
-                scan = f"read_parquet([{listed}], hive_partitioning = true, union_by_name = true)"
+                scan = f"read_parquet([{listed}], union_by_name = true)"
                 found = {r[0] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
                 select = ", ".join(c if c in found else f"NULL AS {c}" for c in columns)  # columns older files lack
                 pos = "(file_index::BIGINT << 40) + file_row_number"  # where in the dataset: file, row
-                source = f"(SELECT {select}, date, {pos} AS pos FROM {scan})"
+                source = f"(SELECT {select}, {pos} AS pos FROM {scan})"
             where = _window_sql(window, ts)
             name = "sightings" if table == "messages" else table
             if table == "messages":
@@ -327,7 +326,7 @@ class Engine:
     def df(self, sql: str, *needs: str) -> pd.DataFrame:
         for what in needs:
             self.build(what)
-        return self.con.sql(sql).to_arrow_table().to_pandas() if sql else pd.DataFrame()
+        return self.con.sql(sql).to_arrow_table().to_pandas()
 
     def scalar(self, sql: str, *needs: str) -> Any:
         for what in needs:
@@ -442,7 +441,7 @@ class Engine:
         }
 
     def cards(self) -> pd.DataFrame:
-        return self.df("SELECT * EXCLUDE (date) FROM agent_cards" if "agent_cards" in self.present else "")
+        return self.df("SELECT * EXCLUDE (pos) FROM agent_cards")
 
 
 def _release(con: duckdb.DuckDBPyConnection, spill: str) -> None:
