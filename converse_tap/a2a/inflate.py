@@ -12,9 +12,9 @@ from collections.abc import Callable
 import brotli
 
 try:  # pragma: no cover - which one depends on the Python version
-    from compression import zstd  # type: ignore[import-not-found]
+    from compression import zstd
 except ImportError:  # pragma: no cover
-    from backports import zstd  # type: ignore[no-redef]
+    from backports import zstd
 
 ENCODINGS = ("gzip", "x-gzip", "deflate", "br", "zstd", "identity")
 
