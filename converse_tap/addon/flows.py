@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from mitmproxy import http
-from mitmproxy.net import encoding
 from mitmproxy.net.http import url as urls
 
 from ..a2a.exchange import HttpExchange
 from ..a2a.headers import Headers
+from ..a2a.inflate import TooLarge, inflate
 from ..a2a.sse import SseEvent
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
@@ -28,8 +28,8 @@ def _addr(address: Any) -> str | None:
 
 
 def _body(raw: bytes | None, headers: Headers, max_body: int, what: str, anomalies: list[str]) -> bytes | None:
-    """The content-decoded body, as mitmproxy's `Message.get_content(strict=True)` gives it; None (and an
-    anomaly) when it is too large or its Content-Encoding does not decode."""
+    """The content-decoded body, as mitmproxy's `Message.get_content(strict=True)` gives it but never larger than
+    `max_body` once decoded; None (and an anomaly) when it is too large or its Content-Encoding does not decode."""
     if raw is None:
         return None
     if len(raw) > max_body:
@@ -39,12 +39,11 @@ def _body(raw: bytes | None, headers: Headers, max_body: int, what: str, anomali
     if not ce:
         return raw
     try:
-        content = encoding.decode(raw, ce)
-        if isinstance(content, bytes):
-            return content
+        return inflate(raw, ce, max_body)
+    except TooLarge:
+        anomalies.append(f"{what}_body_too_large_decoded:{max_body}")
     except ValueError:
-        pass
-    anomalies.append(f"{what}_content_encoding_invalid:{ce}")
+        anomalies.append(f"{what}_content_encoding_invalid:{ce}")
     return None
 
 
