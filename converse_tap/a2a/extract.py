@@ -25,7 +25,7 @@ from .objects import (
     text_of,
     walk_result,
 )
-from .redact import TextPolicy, redact_url
+from .redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy
 from .sse import parse_sse
 
 _AGENT_ID = re.compile(r"^(?:[A-Za-z]{1,10}_[A-Za-z0-9_-]{6,}|[0-9a-fA-F]{8}-[0-9a-fA-F-]{27})$")
@@ -39,9 +39,12 @@ class Extraction:
     agent_cards: list[dict[str, Any]] = field(default_factory=list)
 
 
-def agent_of(agent_url: str) -> tuple[str, str | None]:
-    """(agent key, agent id): the id is the last path segment when it looks like one (e.g. `ag_…`)."""
-    parts = urlsplit(agent_url)
+def agent_of(agent_url: str, redaction: Redaction = NO_OPERATOR_PATTERNS) -> tuple[str, str | None]:
+    """(agent key, agent id): the id is the last path segment when it looks like one (e.g. `ag_…`).
+
+    Taken from the redacted URL: no userinfo, no credential shape in the path.
+    """
+    parts = urlsplit(redaction.url(agent_url))
     segments = [s for s in parts.path.split("/") if s]
     agent_id = segments[-1] if segments and _AGENT_ID.match(segments[-1]) else None
     return agent_id or f"{parts.netloc}{parts.path.rstrip('/')}", agent_id
@@ -87,14 +90,25 @@ def _error_fields(err: Any) -> dict[str, Any]:
     return out
 
 
-def extract(ex: HttpExchange, policy: TextPolicy, req: A2ARequest | None = None) -> Extraction | None:
-    """Rows for one exchange, or None when it is not A2A. Never raises on odd payloads: they become anomalies."""
+def extract(
+    ex: HttpExchange,
+    policy: TextPolicy,
+    req: A2ARequest | None = None,
+    *,
+    redaction: Redaction = NO_OPERATOR_PATTERNS,
+) -> Extraction | None:
+    """Rows for one exchange, or None when it is not A2A. Never raises on odd payloads: they become anomalies.
+
+    Every URL stored (exchange, agent, card URLs, citation sources) and the agent key pass through `redaction`:
+    built-in credential shapes plus the operator's patterns (`Redaction.from_patterns`).
+    """
     if req is None:
         req = classify(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_prefix)
         if req is None:
             return None
     anomalies: list[str] = list(req.anomalies) + list(ex.anomalies)
-    agent, agent_id = agent_of(req.agent_url)
+    agent_url = redaction.url(req.agent_url)
+    agent, agent_id = agent_of(agent_url)
     hdr = ex.request_headers
     requested = split_uris(hdr.get_all("a2a-extensions") + hdr.get_all("x-a2a-extensions"))
     resp_hdr = ex.response_headers
@@ -109,11 +123,11 @@ def extract(ex: HttpExchange, policy: TextPolicy, req: A2ARequest | None = None)
         "ts_end": ex.ts_end,
         "client_addr": ex.client_addr,
         "server_addr": ex.server_addr,
-        "url": redact_url(ex.url),
+        "url": redaction.url(ex.url),
         "http_method": ex.method.upper(),
         "http_version": ex.http_version,
         "agent": agent,
-        "agent_url": req.agent_url,
+        "agent_url": agent_url,
         "agent_id": agent_id,
         "binding": req.binding,
         "dialect": req.dialect,
@@ -139,14 +153,14 @@ def extract(ex: HttpExchange, policy: TextPolicy, req: A2ARequest | None = None)
         "task_id": req.task_id,
         "task_state": None,
         "complete": ex.error is None and ex.status is not None,
-        "error": ex.error,
+        "error": None if ex.error is None else redaction.log_text(ex.error),
         "messages": 0,
         "replies": 0,
         "source": ex.source,
         "anomalies": anomalies,
     }
     out = Extraction(row)
-    ctx = _Ctx(ex, policy, req, out, agent, agent_id, converse_requested)
+    ctx = _Ctx(ex, policy, req, out, agent, agent_url, agent_id, converse_requested, redaction)
 
     # the request's own message (SendMessage / SendStreamingMessage)
     if req.method in _MESSAGE_METHODS:
@@ -232,8 +246,10 @@ class _Ctx:
     req: A2ARequest
     out: Extraction
     agent: str
+    agent_url: str
     agent_id: str | None
     converse_requested: bool
+    redaction: Redaction
 
     def payload(self, doc: Any, walk: Walk, event_index: int | None, error_event: bool, ts: float | None) -> bool:
         """Handle one parsed response document; returns True when it confirms the exchange is A2A."""
@@ -285,18 +301,20 @@ class _Ctx:
     def _error(self, err: Any) -> None:
         row = self.out.exchange
         fields = _error_fields(err)
+        if fields["error_message"] is not None:  # servers quote the URL they were asked for, userinfo and all
+            fields["error_message"] = self.redaction.log_text(fields["error_message"])
         if row["error_code"] is None and row["error_message"] is None:
             row.update(fields)
 
     def _card(self, doc: Any, source: str, ts: float | None) -> None:
         anomalies: list[str] = []
-        fields = card_fields(doc, anomalies)
+        fields = card_fields(doc, anomalies, self.redaction)
         card_row = {
             "exchange_id": self.ex.id,
             "ts": ts,
-            "url": redact_url(self.ex.url),
+            "url": self.redaction.url(self.ex.url),
             "agent": self.agent,
-            "agent_url": self.req.agent_url,
+            "agent_url": self.agent_url,
             "agent_id": self.agent_id,
             "source": source,
             **fields,
@@ -318,6 +336,8 @@ class _Ctx:
         exts = extensions_of(obj, anomalies)
         present, raw = find_envelope(obj.get("metadata"), exts, anomalies, agent_side=role != "user")
         env = flatten_envelope(raw, anomalies) if present else empty_envelope()
+        for c in env.get("citations") or []:
+            c["source_url"] = self.redaction.maybe_url(c["source_url"])
         if (
             not present
             and self.converse_requested
@@ -339,7 +359,7 @@ class _Ctx:
                 "location": s.location,
                 "object_kind": s.object_kind,
                 "agent": self.agent,
-                "agent_url": self.req.agent_url,
+                "agent_url": self.agent_url,
                 "agent_id": self.agent_id,
                 "binding": self.req.binding,
                 "dialect": self.req.dialect,
