@@ -13,6 +13,7 @@ import click
 
 from . import __version__
 from .a2a.redact import TEXT_POLICIES, TextPolicy
+from .textsafe import safe_line
 
 if TYPE_CHECKING:  # the analysis imports pandas: only the commands that need it load it
     from .analysis.load import Frames, Window
@@ -107,7 +108,15 @@ def record(
     type=click.IntRange(min=1),
     help="Processes for large flow files (cut into parts of 8 MiB); default: one per CPU core.",
 )
-def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None) -> None:
+@click.option(
+    "--redact",
+    "redact",
+    multiple=True,
+    metavar="REGEX",
+    help="Also redact what this regular expression matches in every stored URL (its groups only, if it has any); "
+    "repeatable. Credentials in userinfo, JWTs, ;jsessionid= and secret query values are always redacted.",
+)
+def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None, redact: tuple[str, ...]) -> None:
     """Import mitmproxy flow files (mitmdump -w) and HAR files into a dataset.
 
     \b
@@ -115,21 +124,26 @@ def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None) -> N
         converse-tap ingest capture.mitm browser.har --out data/
     A damaged file is reported with its position; what came before the damage is kept.
     """
+    from .a2a.redact import Redaction
     from .ingest import ingest as run_ingest
     from .store.files import check_writable, dataset_salt
 
+    try:
+        redaction = Redaction.from_patterns(redact)
+    except ValueError as e:
+        raise UsageError(f"--redact: {e}") from e
     try:
         check_writable(out)
         policy = TextPolicy(text, dataset_salt(out) if text == "hash" else b"")
     except OSError as e:
         raise click.ClickException(f"cannot write the dataset to {out}: {e}") from e
-    result = run_ingest(list(files), out, policy, jobs=jobs or min(os.cpu_count() or 1, 8))
+    result = run_ingest(list(files), out, policy, jobs=jobs or min(os.cpu_count() or 1, 8), redaction=redaction)
     click.echo(
         f"ingested {result.flows} flows from {result.files} file(s): {result.exchanges} A2A exchanges into {out}",
         err=True,
     )
     for err in result.errors:
-        click.echo(f"Error: {err}", err=True)
+        click.echo(safe_line(f"Error: {err}"), err=True)
     if result.errors:
         sys.exit(1)
 
@@ -292,6 +306,7 @@ def report(
         converse-tap report data/ --format html -o report.html
     """
     from .analysis.render import FORMATS
+    from .store.files import write_private
 
     window = _window(agents, since, until)
     stale = _duration(stale_after)
@@ -301,7 +316,10 @@ def report(
     if output is None:
         click.echo(rendered, nl=False)
     else:
-        output.write_text(rendered, encoding="utf-8")
+        try:
+            write_private(output, rendered)
+        except OSError as e:
+            raise UsageError(f"cannot write the report to {output}: {e}") from e
         click.echo(f"wrote {output}", err=True)
 
 
@@ -353,7 +371,7 @@ def demo(
         return
     from .analysis.render import FORMATS
     from .demo.run import run_demo
-    from .store.files import check_writable
+    from .store.files import check_writable, write_private
 
     try:
         if out.exists() and any((out / t).exists() for t in ("exchanges", "messages", "agent_cards")):
@@ -377,8 +395,7 @@ def demo(
         )
     report_dict = _report(out, _window((), None, None), None, by=("agent", "day"))
     html_path = out / "report.html"
-    html_path.write_text(FORMATS["html"](report_dict), encoding="utf-8")
-    html_path.chmod(0o600)
+    write_private(html_path, FORMATS["html"](report_dict))
     click.echo(FORMATS[fmt](report_dict), nl=False)
     s = result.stats
     click.echo(
@@ -502,7 +519,7 @@ def check(
             )
             if not o.passed and o.margin is not None:
                 line += f", off by {_fmt(o.margin, share)}"
-            click.echo(line)
+            click.echo(safe_line(line))
     sys.exit(1 if failed else 0)
 
 

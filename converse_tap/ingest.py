@@ -16,7 +16,7 @@ from mitmproxy.io import compat, har, tnetstring
 
 from .a2a.exchange import HttpExchange
 from .a2a.extract import extract
-from .a2a.redact import TextPolicy
+from .a2a.redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy
 from .addon.flows import DEFAULT_MAX_BODY, exchange_from_flow, exchange_from_state
 from .store.writer import DatasetWriter
 
@@ -157,7 +157,9 @@ def _read_part(part: Part, max_body: int) -> Iterator[HttpExchange]:
         yield from read_flow_file(part.path, max_body, part.start, part.end, part.before)
 
 
-def _ingest_parts(parts: list[Part], out: Path, policy: TextPolicy, max_body: int, progress: Any) -> IngestResult:
+def _ingest_parts(
+    parts: list[Part], out: Path, policy: TextPolicy, max_body: int, progress: Any, redaction: Redaction
+) -> IngestResult:
     """One writer for these parts, in this process."""
     result = IngestResult()
     writer = DatasetWriter(out, flush_interval=5.0, rollover_rows=1_000_000, rollover_seconds=3600)
@@ -167,7 +169,7 @@ def _ingest_parts(parts: list[Part], out: Path, policy: TextPolicy, max_body: in
             try:
                 for ex in _read_part(part, max_body):
                     result.flows += 1
-                    extraction = extract(ex, policy)
+                    extraction = extract(ex, policy, redaction=redaction)
                     if extraction is not None:
                         result.exchanges += 1
                         writer.write(extraction)
@@ -181,9 +183,9 @@ def _ingest_parts(parts: list[Part], out: Path, policy: TextPolicy, max_body: in
 
 
 def _ingest_in_worker(
-    part: Part, out: Path, policy: TextPolicy, max_body: int
+    part: Part, out: Path, policy: TextPolicy, max_body: int, redaction: Redaction
 ) -> tuple[int, int, list[tuple[Path, str, str]]]:
-    result = _ingest_parts([part], out, policy, max_body, None)
+    result = _ingest_parts([part], out, policy, max_body, None, redaction)
     return result.flows, result.exchanges, [(e.path, e.position, e.reason) for e in result.errors]
 
 
@@ -195,12 +197,14 @@ def ingest(
     progress: Callable[[Path, int], None] | None = None,
     jobs: int = 1,
     part_bytes: int = PART_BYTES,
+    redaction: Redaction = NO_OPERATOR_PATTERNS,
 ) -> IngestResult:
     """Extract every file into `out`. A damaged file is reported and the rest still ingested.
 
     With `jobs` > 1, flow files are cut into parts of about `part_bytes` and the parts ingested by that many
     processes, each with its own writer into the same dataset (writers share a dataset safely); below one
-    part's worth of input everything stays in this process.
+    part's worth of input everything stays in this process. `redaction` carries the operator's own patterns
+    (`Redaction.from_patterns`); the built-in credential shapes are always redacted.
     """
     parts: list[Part] = []
     for path in paths:
@@ -209,13 +213,13 @@ def ingest(
         else:  # cut only when there are processes to share the parts
             parts.extend(split_flow_file(path, part_bytes) if jobs > 1 else [Part(path)])
     if jobs <= 1 or len(parts) <= 1:
-        result = _ingest_parts(parts, out, policy, max_body, progress)
+        result = _ingest_parts(parts, out, policy, max_body, progress, redaction)
         result.files = len(paths)
         return result
     result = IngestResult(files=len(paths))
     context = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        futures = [pool.submit(_ingest_in_worker, part, out, policy, max_body) for part in parts]
+        futures = [pool.submit(_ingest_in_worker, part, out, policy, max_body, redaction) for part in parts]
         for part, future in zip(parts, futures, strict=True):
             flows, exchanges, errors = future.result()
             result.flows += flows
