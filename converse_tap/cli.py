@@ -143,7 +143,7 @@ def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None, reda
         err=True,
     )
     for err in result.errors:
-        click.echo(safe_line(f"Error: {err}"), err=True)
+        click.echo(safe_line(redaction.log_text(f"Error: {err}")), err=True)
     if result.errors:
         sys.exit(1)
 

@@ -25,7 +25,7 @@ from .objects import (
     text_of,
     walk_result,
 )
-from .redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy
+from .redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy, redact_card_json
 from .sse import parse_sse
 
 _AGENT_ID = re.compile(r"^(?:[A-Za-z]{1,10}_[A-Za-z0-9_-]{6,}|[0-9a-fA-F]{8}-[0-9a-fA-F-]{27})$")
@@ -338,6 +338,8 @@ class _Ctx:
         env = flatten_envelope(raw, anomalies) if present else empty_envelope()
         for c in env.get("citations") or []:
             c["source_url"] = self.redaction.maybe_url(c["source_url"])
+        if env.get("envelope_json") is not None:
+            env["envelope_json"] = redact_card_json(raw, self.redaction)
         if (
             not present
             and self.converse_requested

@@ -149,6 +149,10 @@ def redact_url(url: str, redaction: Redaction = NO_OPERATOR_PATTERNS) -> str:
 
 
 def redact_card_json(card: Any, redaction: Redaction = NO_OPERATOR_PATTERNS) -> str:
+    """A JSON document (a card, an envelope) as stored: every string in it redacted as free text."""
+    text = json.dumps(card, sort_keys=True, ensure_ascii=False, default=str)
+    if not redaction.patterns and "://" not in text and not _SHAPES.search(text):
+        return text  # the common case, without walking the document
     return json.dumps(redaction.json_urls(card), sort_keys=True, ensure_ascii=False, default=str)
 
 
