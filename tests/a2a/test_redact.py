@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from converse_tap.a2a.exchange import HttpExchange
 from converse_tap.a2a.extract import agent_of, extract
-from converse_tap.a2a.headers import Headers
 from converse_tap.a2a.redact import REDACTED, LogRedactor, Redaction, TextPolicy, redact_url
 from converse_tap.addon.flows import exchange_from_flow
 from tests.factories import EXT, a2a_flow, agent_message, envelope, jsonrpc_result
@@ -29,7 +28,10 @@ JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJKV1RTRUNSRVQifQ.c2lnbmF0dXJlX0pXVFNFQ1JFV
         (f"https://h/agents/{JWT}/a2a", "https://h/agents/[REDACTED]/a2a"),
         ("https://h/a2a;jsessionid=JSESS1;v=2/x", "https://h/a2a;jsessionid=[REDACTED];v=2/x"),
         ("https://h/a2a;PHPSESSID=P1", "https://h/a2a;PHPSESSID=[REDACTED]"),
-        ("https://h/a?token=T1&tenant=t1", "https://h/a?token=%5BREDACTED%5D&tenant=t1".replace("%5B", "[").replace("%5D", "]")),
+        (
+            "https://h/a?token=T1&tenant=t1",
+            "https://h/a?token=%5BREDACTED%5D&tenant=t1".replace("%5B", "[").replace("%5D", "]"),
+        ),
         (f"https://h/a?state={JWT}", "https://h/a?state=[REDACTED]"),
         ("https://h/keys/sk-abcdefghijklmnop1234/x", "https://h/keys/[REDACTED]/x"),
         ("https://h/a#access_token=FRAG1", "https://h/a"),
@@ -99,7 +101,9 @@ def test_extract_redacts_every_stored_url() -> None:
     stored = json.dumps([ext.exchange, ext.messages], default=str)
     for secret in ("PW4", "PW5", "JWTSECRET", JWT.split(".")[0], "JS3", "K1", "TEN1", "CIT1"):
         assert secret not in stored, secret
-    assert ext.exchange["agent"] == ext.messages[0]["agent"] == "agent.test:9000/a2a/[REDACTED];jsessionid=[REDACTED]/rpc"
+    assert (
+        ext.exchange["agent"] == ext.messages[0]["agent"] == "agent.test:9000/a2a/[REDACTED];jsessionid=[REDACTED]/rpc"
+    )
     assert ext.exchange["url"].endswith("?api_key=[REDACTED]&tenant=acme-[REDACTED]")
 
 
@@ -135,14 +139,27 @@ def test_card_urls_are_redacted_before_they_are_stored() -> None:
     assert ext is not None and len(ext.agent_cards) == 1
     card = ext.agent_cards[0]
     stored = json.dumps(card, default=str)
-    for secret in ("CARDPW1", "CARDTOK2", "JWTSECRET", "ICONSIG3", "DOCPW4", "PROVTOK5", "MCPKEY6", "MCPSESS7", "SCHEMAPW8"):
+    for secret in (
+        "CARDPW1",
+        "CARDTOK2",
+        "JWTSECRET",
+        "ICONSIG3",
+        "DOCPW4",
+        "PROVTOK5",
+        "MCPKEY6",
+        "MCPSESS7",
+        "SCHEMAPW8",
+    ):
         assert secret not in stored, secret
     assert [i["url"] for i in card["interfaces"]] == [
         "https://agent.test/a2a?token=[REDACTED]",
         "https://agent.test/rest/[REDACTED]",
     ]
     assert card["mcp_url"] == "https://mcp.test/m?api_key=[REDACTED]"
-    assert json.loads(card["card_json"])["provider"] == {"organization": "Shop", "url": "https://shop.test/?access_token=[REDACTED]"}
+    assert json.loads(card["card_json"])["provider"] == {
+        "organization": "Shop",
+        "url": "https://shop.test/?access_token=[REDACTED]",
+    }
 
 
 def test_log_redactor_cleans_every_record() -> None:
@@ -153,7 +170,9 @@ def test_log_redactor_cleans_every_record() -> None:
     logger.addHandler(handler)
     logger.propagate = False
     try:
-        logger.warning("Bad HTTP request line: %r", b"GET http://user:LOGPW1@h/a;jsessionid=LOGJS2?token=LOGTOK3 HTTP/1.1")
+        logger.warning(
+            "Bad HTTP request line: %r", b"GET http://user:LOGPW1@h/a;jsessionid=LOGJS2?token=LOGTOK3 HTTP/1.1"
+        )
         logger.warning("plain %s OPERATOR7 %s", "http://h/" + JWT, "ok")
         try:
             raise ValueError("http://u:TRACEPW4@h/")

@@ -15,15 +15,15 @@ from tests.factories import EXT, a2a_flow, agent_message, envelope, jsonrpc_resu
 MARK = "document.documentElement.setAttribute('data-pwned','{n}')"
 PAYLOADS = [
     f"</script><script>{MARK.format(n=1)}</script>",
-    f"<img src=x onerror=\"{MARK.format(n=2)}\">",
+    f'<img src=x onerror="{MARK.format(n=2)}">',
     "<svg onload=\"document.title='pwned3'\"><circle r=9></svg>",
-    f"\"><iframe srcdoc=\"<script>parent.{MARK.format(n=4)}</script>\">",
+    f'"><iframe srcdoc="<script>parent.{MARK.format(n=4)}</script>">',
     "' onmouseover='document.title=\"pwned5\"' x='",
     f"<!--<script>{MARK.format(n=6)}</script>",
     f"\u2028\u2029]]><script>{MARK.format(n=7)}</script>",
     f"[click](javascript:{MARK.format(n=8)}) ![i](x) <javascript:alert(8)>",
     "`code` | pipe\nnew line\r\n## heading\n<script>document.title='pwned9'</script>",
-    f"<a href=\"javascript:{MARK.format(n=10)}\">link</a>",
+    f'<a href="javascript:{MARK.format(n=10)}">link</a>',
     "&lt;script&gt;document.title='pwned11'&lt;/script&gt; &#60;b&#62;",
     "\x1b[2J\x1b]0;owned\x07\x9b31m\rERASED\x08\u202egnp.exe\u2066\x00",
 ]
@@ -82,7 +82,11 @@ def build_hostile(out: Path) -> None:
             "skills": [{"id": "other"}],
         }
         flows.append(
-            a2a_flow(method="GET", path=f"/agents/ag_hostile{i:04d}/.well-known/agent-card.json", response=json.dumps(card).encode())
+            a2a_flow(
+                method="GET",
+                path=f"/agents/ag_hostile{i:04d}/.well-known/agent-card.json",
+                response=json.dumps(card).encode(),
+            )
         )
     writer = DatasetWriter(out, flush_interval=60)
     writer.start()

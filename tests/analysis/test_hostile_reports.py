@@ -159,7 +159,7 @@ def test_html_report_escapes_every_value(report: dict[str, Any]) -> None:
     assert_inert(doc, HTML_TAGS)
     scripts = [(attrs.get("type"), attrs.get("id")) for tag, attrs in doc.tags if tag == "script"]
     assert scripts == [("application/json", "report-data"), (None, None)]
-    island, own = doc.scripts
+    island, _own = doc.scripts
     assert json.loads(island) == json.loads(json.dumps(report))  # the whole report, intact
     assert not re.search("[<>&\u2028\u2029]", island)
     csp = [a["content"] for t, a in doc.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"]
@@ -177,7 +177,15 @@ def test_json_island_cannot_be_broken_out_of(s: str) -> None:
 def test_only_web_urls_become_links() -> None:
     assert safe_href("https://mcp.example/a?b=1") == "https://mcp.example/a?b=1"
     assert safe_href("HTTP://x.test/") == "HTTP://x.test/"
-    for bad in ("javascript:alert(1)", "data:text/html,x", " https://x.test", "https://x.test/\nx", "//x.test", "java\tscript:x", "vbscript:x"):
+    for bad in (
+        "javascript:alert(1)",
+        "data:text/html,x",
+        " https://x.test",
+        "https://x.test/\nx",
+        "//x.test",
+        "java\tscript:x",
+        "vbscript:x",
+    ):
         assert safe_href(bad) is None, bad
 
 
