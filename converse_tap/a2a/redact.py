@@ -19,11 +19,11 @@ SECRET_NAME = re.compile(
 )
 _B64 = r"[A-Za-z0-9_-]"
 # credential shapes wherever they sit in a URL (path segments, query values):
-# a JWS/JWE (header is base64url JSON, so it starts "eyJ"), any three long base64url segments joined by dots,
-# and the prefixes of well-known API keys
+# a JWS/JWE (header is base64url JSON, so it starts "eyJ"), any three long base64url segments joined by dots
+# (the first with a capital letter: host names are written in lower case), and the prefixes of well-known API keys
 _SHAPES = re.compile(
     rf"eyJ{_B64}*(?:\.{_B64}*){{2,4}}"
-    rf"|(?<![A-Za-z0-9_.-]){_B64}{{12,}}\.{_B64}{{12,}}\.{_B64}{{12,}}(?![A-Za-z0-9_.-])"
+    rf"|(?<![A-Za-z0-9_.-])(?={_B64}*[A-Z]){_B64}{{12,}}\.{_B64}{{12,}}\.{_B64}{{12,}}(?![A-Za-z0-9_.-])"
     r"|\b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{12,}|\bsk-[A-Za-z0-9_-]{16,}"
     r"|\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}|\bglpat-[A-Za-z0-9_-]{16,}"
     r"|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bAKIA[0-9A-Z]{16}\b|\bAIza[0-9A-Za-z_-]{35}"

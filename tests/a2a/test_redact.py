@@ -39,6 +39,8 @@ JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJKV1RTRUNSRVQifQ.c2lnbmF0dXJlX0pXVFNFQ1JFV
         ("https://h/agents/ag_7Qb3nT1xK9wZs2Pv0Lm4Rd", "https://h/agents/ag_7Qb3nT1xK9wZs2Pv0Lm4Rd"),
         ("https://h/v1.2.3/jquery.min.js?page=2", "https://h/v1.2.3/jquery.min.js?page=2"),
         ("https://h/a;v=2", "https://h/a;v=2"),
+        ("https://my-agent-service.production-ns.svc-cluster/a", "https://my-agent-service.production-ns.svc-cluster/a"),
+        ("https://h/x/Abcdefghijklmn.opqrstuvwxyz12.Zyxwvutsrqpo9/y", "https://h/x/[REDACTED]/y"),
         # not parseable as a URL: userinfo and shapes still go
         (f"http://user:PW2@[::1/{JWT}", "http://[::1/[REDACTED]"),
     ],
@@ -185,3 +187,5 @@ def test_log_redactor_cleans_every_record() -> None:
         assert secret not in log, secret
     assert "Bad HTTP request line: b'GET http://h/a;jsessionid=[REDACTED]?token=[REDACTED] HTTP/1.1'" in log
     assert f"plain http://h/{REDACTED} [REDACTED] ok" in log and "ValueError" in log
+    host = "server connect my-agent-service.production-ns.svc-cluster-local:443"
+    assert Redaction().log_text(host) == host
