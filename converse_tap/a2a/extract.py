@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,8 +115,8 @@ def _error_fields(err: Any) -> dict[str, Any]:
     if isinstance(err.get("error"), dict):  # REST {"error": {...}} or a whole JSON-RPC response
         err = err["error"]
     code = err.get("code", err.get("status") if isinstance(err.get("status"), int) else None)
-    if isinstance(code, (int, float)) and not isinstance(code, bool):
-        out["error_code"] = int(code)
+    if isinstance(code, int | float) and not isinstance(code, bool) and math.isfinite(code):
+        out["error_code"] = int(code)  # one the column cannot hold is mended, flagged, by the writer
     status = err.get("status")
     out["error_status"] = status if isinstance(status, str) else None
     msg = err.get("message", err.get("detail", err.get("title")))

@@ -24,7 +24,7 @@ from typing import Any
 from ..a2a.exchange import HttpExchange
 from ..a2a.extract import Extraction, Extractor, failed_extraction
 from ..a2a.headers import Headers
-from ..a2a.inflate import Inflater, TooLarge
+from ..a2a.inflate import Inflater, TooLarge, decoded_prefix
 from ..a2a.redact import TextPolicy
 from ..a2a.sse import SseParser
 from ..store.writer import DatasetWriter, recover
@@ -115,6 +115,9 @@ class Worker:
         )
         if too_large:
             anomalies.append(f"request_body_too_large:{body_len}")
+        elif ex.request_body is None and body and any(a.startswith("request_body_too_large") for a in anomalies):
+            # a request that inflates past the limit is still recognised from its decoded start
+            ex.request_prefix = decoded_prefix(body, ", ".join(headers.get_all("content-encoding")), PREFIX)
         if resp is not None:
             status, rfields, ts_first = resp[:3]
             ex.status = status
