@@ -132,6 +132,7 @@ def _error_fields(err: Any) -> dict[str, Any]:
     return out
 
 
+MAX_ANOMALIES = 50
 _SETTLED_STATES = TERMINAL_TASK_STATES | {"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"}
 
 
@@ -256,6 +257,10 @@ class Extractor:
         elif self.walk.event_kinds and self.walk.event_kinds[-1] == "message":
             self.settled = True  # a stream answered with a Message ends with it
 
+    def note(self, anomaly: str) -> None:
+        """An anomaly the capture noticed after `start` (on the exchange's row)."""
+        self.out.exchange["anomalies"].append(anomaly)
+
     def finish(self, partial: bool = False) -> Extraction | None:
         """`partial`: bytes of a further event had arrived when the stream ended, so it did not end settled."""
         ex, req, row, walk = self.ex, self.req, self.out.exchange, self.walk
@@ -292,6 +297,19 @@ class Extractor:
         if ex.status >= 400 and row["error_code"] is None:
             row["error_code"] = ex.status
         return _finish(self.out, walk, req, self.confirmed)
+
+
+def _sample(anomalies: list[str], per_kind: int = 5) -> list[str]:
+    """A stream can repeat one oddity a million times: keep the first few of each kind, and say how many went."""
+    seen: dict[str, int] = {}
+    kept = []
+    for a in anomalies:
+        kind = a.split(":", 1)[0]
+        seen[kind] = seen.get(kind, 0) + 1
+        if seen[kind] <= per_kind and len(kept) < MAX_ANOMALIES - 1:
+            kept.append(a)
+    kept.append(f"more_anomalies:{len(anomalies) - len(kept)}")
+    return kept
 
 
 def failed_extraction(ex: HttpExchange, error: BaseException) -> Extraction:
@@ -348,6 +366,8 @@ def _finish(out: Extraction, walk: Walk, req: A2ARequest, confirmed: bool) -> Ex
         return None
     row = out.exchange
     row["anomalies"].extend(walk.anomalies)
+    if len(row["anomalies"]) > MAX_ANOMALIES:
+        row["anomalies"] = _sample(row["anomalies"])
     row["context_id"] = walk.context_id or row["context_id"]
     row["task_id"] = walk.task_id or row["task_id"]
     row["task_state"] = walk.task_state

@@ -173,12 +173,12 @@ class Worker:
                     stream.extractor.event(ev)
                 if not stream.parser.count_only and stream.parser.dispatched >= self.max_events:
                     stream.parser.count_only = True
-                    stream.ex.anomalies.append(f"sse_events_not_parsed_past:{self.max_events}")
+                    stream.extractor.note(f"sse_events_not_parsed_past:{self.max_events}")
         except TooLarge:
             stream.failed = "too large"
         except Exception as e:  # corrupt compression, or a bug: the stream stays recorded, unparsed from here
             stream.failed = f"{type(e).__name__}: {e}"
-            stream.ex.anomalies.append(f"sse_parse_failed:{stream.failed}"[:200])
+            stream.extractor.note(f"sse_parse_failed:{stream.failed}"[:200])
 
     def _close(self, fid: str, resp_end: tuple[Any, ...], err: Any, lost: bool = False) -> None:
         stream = self.streams.pop(fid, None)
@@ -187,7 +187,7 @@ class Worker:
             return
         ex = stream.ex
         if lost:  # the proxy could not hand on every chunk (worker behind): what came is parsed, no more
-            ex.anomalies.append("capture_incomplete:recorder_backlog")
+            stream.extractor.note("capture_incomplete:recorder_backlog")
             stream.failed = stream.failed or "recorder backlog"
         ex.ts_end, _trailers = resp_end
         ex.bytes_out = stream.bytes

@@ -44,6 +44,8 @@ class Hostile:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
                 path = lines[0].split(" ")[1]
+                if path.startswith("http"):  # absolute form
+                    path = "/" + path.split("/", 3)[3]
                 headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
                 length = int({k.lower(): v for k, v in headers.items()}.get("content-length", "0"))
                 body = await reader.readexactly(length) if length else b""
