@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import socket
 import threading
@@ -129,10 +130,8 @@ def family(pid: int) -> list[int]:
     while todo:
         p = todo.pop()
         out.append(p)
-        try:
+        with contextlib.suppress(OSError):
             todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
-        except OSError:
-            pass
     return out
 
 
