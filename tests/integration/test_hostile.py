@@ -4,12 +4,14 @@ and a bad value costs only its own row. A canary request every 100 ms must keep 
 from __future__ import annotations
 
 import gzip
+import http.client
 import json
 import threading
 import time
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import brotli
 import pandas as pd
@@ -18,7 +20,7 @@ import pytest
 from converse_tap.a2a.inflate import zstd
 from converse_tap.store.reader import load
 from tests.integration.hostile import Hostile, chunks_of, cpu_seconds, family, post, raw_request, status_kib
-from tests.integration.procs import REPLY_BYTES, mitmdump
+from tests.integration.procs import REPLY_BYTES, SSE_EVENTS, mitmdump
 from tests.integration.test_proxy import BODY, HEADERS, STREAM_BODY
 
 pytestmark = pytest.mark.integration
@@ -286,3 +288,70 @@ def _check_poison(ex: pd.DataFrame, msgs: pd.DataFrame, base: str, kind: str) ->
         assert pd.isna(odd["error_code"]) and odd["method"] == "SendMessage"
     else:
         assert "unstorable_value:url" in flagged and "\\xff\\xfe" in odd["url"]
+
+
+class _Flushing:
+    """A compressor for one encoding that can flush after each event (a server streaming compressed SSE)."""
+
+    def __init__(self, encoding: str) -> None:
+        import zlib
+
+        self.encoding = encoding
+        if encoding == "gzip":
+            self.c: Any = zlib.compressobj(wbits=31)
+        elif encoding == "br":
+            self.c = brotli.Compressor()
+        else:
+            self.c = zstd.ZstdCompressor()
+
+    def event(self, data: bytes) -> bytes:
+        import zlib
+
+        if self.encoding == "gzip":
+            return self.c.compress(data) + self.c.flush(zlib.Z_SYNC_FLUSH)
+        if self.encoding == "br":
+            return self.c.process(data) + self.c.flush()
+        return self.c.compress(data, mode=zstd.ZstdCompressor.FLUSH_BLOCK)
+
+    def end(self) -> bytes:
+        if self.encoding == "gzip":
+            return self.c.flush()
+        if self.encoding == "br":
+            return self.c.finish()
+        return self.c.flush(mode=zstd.ZstdCompressor.FLUSH_FRAME)
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "br", "zstd"])
+def test_a_compressed_stream_is_relayed_event_by_event(tmp_path: Path, encoding: str) -> None:
+    out = tmp_path / "data"
+    first_read = threading.Event()
+    sent: list[bytes] = []
+    first, second = (b"data: " + json.dumps(e).encode() + b"\n\n" for e in SSE_EVENTS)
+
+    def held(body: bytes) -> tuple[int, list[tuple[str, str]], Iterator[bytes]]:
+        def chunks() -> Iterator[bytes]:
+            z = _Flushing(encoding)
+            sent.append(z.event(first))
+            yield sent[-1]
+            first_read.wait(20)  # the client must see event one while event two is not even made
+            sent.append(z.event(second) + z.end())
+            yield sent[-1]
+
+        return 200, [("content-type", "text/event-stream"), ("content-encoding", encoding)], chunks()
+
+    with Hostile({**ROUTES, "/held/a2a": held}) as up, mitmdump(out) as (proxy, proc):
+        host, port = proxy.removeprefix("http://").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("POST", up.base + "/held/a2a", body=STREAM_BODY, headers=HEADERS)
+        r = conn.getresponse()
+        got = r.read1(65536)
+        early = len(sent) == 1
+        first_read.set()
+        rest = r.read()
+        conn.close()
+        proc.stop()
+    assert early, "the first compressed event reached the client before the upstream sent the second"
+    assert got + rest == b"".join(sent), "relayed byte for byte, still compressed"
+    ex = load(out, "exchanges").iloc[0]
+    assert (ex["sse_events"], ex["complete"], ex["task_state"]) == (2, True, "TASK_STATE_COMPLETED")
+    assert "answered" in load(out, "messages")["coverage"].tolist()
