@@ -104,7 +104,7 @@ class Channel:
         not be dropped for the backlog (a stream's start or end), so that the worker never holds a stream open."""
         if self._closed:
             return False
-        if (self._proc is None or self._proc.poll() is not None) and not self._restart():
+        if self._proc is None and not self._restart():  # a dead worker shows as a failed write
             self.stats.dropped += 1
             return False
         data = pickle.dumps(record, protocol=5)
@@ -220,8 +220,6 @@ class Channel:
         self._down_until = time.monotonic() + RESTART_BACKOFF
 
     def _restart(self) -> bool:
-        if self._proc is not None and self._proc.poll() is not None:
-            self._died(RuntimeError("worker exited"))
         if time.monotonic() < self._down_until:
             return False
         try:

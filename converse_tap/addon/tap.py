@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from mitmproxy import ctx, exceptions, http
+from mitmproxy.proxy.mode_specs import ReverseMode
 
 from ..a2a.classify import maybe_a2a
 from ..a2a.redact import TEXT_POLICIES
 from ..store.files import check_writable, dataset_salt
 from .channel import Channel
-from .flows import PREFIX, _addr
+from .flows import PREFIX
 from .summary import SUMMARY_LEVELS
 
 log = logging.getLogger(__name__)
@@ -186,9 +187,10 @@ class ConverseTap:
     # -- hooks: short, and never raising into mitmproxy -----------------------------------------------------
     def request(self, flow: http.HTTPFlow) -> None:
         try:
-            req = flow.request
-            raw = req.raw_content
-            if maybe_a2a(req.method, req.path, req.headers, raw[:4096] if raw else None):
+            data = flow.request.data
+            raw = data.content
+            path = data.path.decode("latin-1")  # the routes are ASCII: any byte-preserving decoding will do
+            if maybe_a2a(data.method.decode("latin-1"), path, data.headers, raw[:4096] if raw else None):
                 self._ensure_channel()
                 self._tracked[flow.id] = None
                 self.counters["a2a_requests"] += 1
@@ -264,21 +266,23 @@ class ConverseTap:
             self.counters["exchanges_dropped"] += 1
 
     def _request(self, flow: http.HTTPFlow) -> tuple[Any, ...]:
-        req = flow.request
-        raw = req.raw_content
+        """The request as raw attributes (bytes, tuples): the worker decodes them, the event loop does not."""
+        data = flow.request.data
+        raw = data.content
         size = len(raw) if raw is not None else None
         if raw is not None and len(raw) > self.max_body:
             raw = raw[:PREFIX]  # enough to recognise the JSON-RPC method; the worker records the size
         return (
-            req.method,
-            req.url,
-            req.http_version,
-            req.headers.fields,
+            data.method,
+            (data.scheme, data.host, data.port, data.path),
+            data.http_version,
+            data.headers.fields,
             raw,
             size,
-            req.timestamp_start,
-            _addr(flow.client_conn.peername),
-            _addr(flow.server_conn.address or flow.server_conn.peername),
+            data.timestamp_start,
+            flow.client_conn.peername,
+            flow.server_conn.address or flow.server_conn.peername,
+            isinstance(flow.client_conn.proxy_mode, ReverseMode),
         )
 
     def _failed(self, hook: str, flow: http.HTTPFlow) -> None:

@@ -20,6 +20,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+
+from mitmproxy.net.http import url as urls
 
 from ..a2a.exchange import HttpExchange
 from ..a2a.extract import Extraction, Extractor, failed_extraction
@@ -28,11 +31,12 @@ from ..a2a.inflate import Inflater, TooLarge, decoded_prefix
 from ..a2a.redact import TextPolicy
 from ..a2a.sse import SseParser
 from ..store.writer import DatasetWriter, recover
-from .flows import PREFIX, _body
+from .flows import PREFIX, _addr, _body
 from .summary import summary_lines
 
 log = logging.getLogger("converse_tap.worker")
 _LEN = struct.Struct(">I")
+_PORTS = {"http": 80, "https": 443}
 
 
 def _text(value: bytes | str) -> str:
@@ -76,6 +80,8 @@ class Worker:
         self.anomalies = 0
         self.failures = 0
         self.lost_streams = 0
+        self.reverse: set[str] = set()  # GETs captured by a reverse-mode proxy, until they are extracted
+        self.warned: set[tuple[str, str]] = set()
 
     # -- records -----------------------------------------------------------------------------------------
     def handle(self, record: tuple[Any, ...]) -> None:
@@ -94,25 +100,28 @@ class Worker:
             self._close(*record[1:])
 
     def _exchange(self, fid: str, req: tuple[Any, ...], resp: tuple[Any, ...] | None, err: Any) -> HttpExchange:
-        method, url, version, fields, body, body_len, ts_start, client, server = req
+        method, (scheme, host, port, path), version, fields, body, body_len, ts_start, client, server, reverse = req
         anomalies: list[str] = []
         headers = _headers(fields)
         too_large = body is not None and body_len > len(body)
+        path = _text(path)
         ex = HttpExchange(
             id=fid,
-            method=_text(method),
-            url=url,
+            method=_text(method).upper(),
+            url=urls.unparse(_text(scheme), host, port, path if path != "*" else ""),  # as Request.url builds it
             request_headers=headers,
             request_body=None if too_large else _body(body, headers, self.max_body, "request", anomalies),
             request_prefix=body[:PREFIX] if too_large else None,
-            http_version=version,
+            http_version=_text(version),
             ts_start=ts_start,
-            client_addr=client,
-            server_addr=server,
+            client_addr=_addr(client),
+            server_addr=_addr(server),
             bytes_in=body_len,
             source="live",
             anomalies=anomalies,
         )
+        if reverse and ex.method == "GET":
+            self.reverse.add(fid)
         if too_large:
             anomalies.append(f"request_body_too_large:{body_len}")
         elif ex.request_body is None and body and any(a.startswith("request_body_too_large") for a in anomalies):
@@ -212,13 +221,18 @@ class Worker:
 
     def _submit(self, ex: HttpExchange, job: Any) -> None:
         def safe() -> Extraction | None:
+            reverse = ex.id in self.reverse
+            self.reverse.discard(ex.id)
             try:
-                return job()
+                ext = job()
             except Exception as e:  # a bug or an input we did not foresee: the exchange is kept, flagged
                 self.failures += 1
                 if self.failures == 1:
                     log.exception("converse-tap: extraction failed on %s (logged once)", ex.id)
                 return failed_extraction(ex, e)
+            if reverse and ext is not None and ext.agent_cards:
+                self._check_card(ext)
+            return ext
 
         self.writer.write(safe)
 
@@ -228,6 +242,30 @@ class Worker:
         for line in summary_lines(ext, self.summary):
             print(line, flush=True)
 
+    def _check_card(self, ext: Extraction) -> None:
+        """A card fetched through a reverse-mode recorder that sends clients straight to the agent: say so, once
+        per card and interface, since every client that follows it bypasses the recorder."""
+        agent = urlsplit(ext.exchange["url"] or "")
+        for card in ext.agent_cards:
+            for interface in card["interfaces"] or []:
+                url = interface.get("url") or ""
+                target = urlsplit(url)
+                if (target.hostname, target.port or _PORTS.get(target.scheme)) != (
+                    agent.hostname,
+                    agent.port or _PORTS.get(agent.scheme),
+                ):
+                    continue
+                key = (card["url"], url)
+                if key not in self.warned:
+                    self.warned.add(key)
+                    log.warning(
+                        "converse-tap: the agent card at %s advertises %s, the agent itself: clients that follow "
+                        "the card bypass this reverse-mode recorder and are not recorded (see README, 'Which "
+                        "proxy mode')",
+                        card["url"],
+                        url,
+                    )
+
     # -- end ---------------------------------------------------------------------------------------------
     def close(self) -> None:
         for fid in list(self.streams):
@@ -235,7 +273,8 @@ class Worker:
         self.writer.close()
         s = self.writer.stats
         print(
-            f"converse-tap: {s.exchanges} A2A exchanges, {self.replies} replies, {self.anomalies} anomalies, "
+            f"converse-tap: {s.exchanges} A2A exchanges, {self.replies} envelope sightings (replies as the report "
+            f"counts them need `converse-tap report`), {self.anomalies} anomalies, "
             f"rows written "
             f"{s.rows_written}, {s.rows_dropped} dropped, {self.failures} extraction failures",
             flush=True,

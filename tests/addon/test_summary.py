@@ -55,4 +55,4 @@ def test_addon_prints_lines_for_a2a_only(tap, capfd) -> None:
     out = capfd.readouterr().out
     lines = [line for line in out.splitlines() if line.startswith("A2A ")]
     assert lines == ["A2A agent.test:9000/a2a/jsonrpc SendMessage [jsonrpc v1.0] 200 | answered | by agent"]
-    assert "converse-tap: 1 A2A exchanges, 1 replies, 0 anomalies" in out
+    assert "converse-tap: 1 A2A exchanges, 1 envelope sightings" in out

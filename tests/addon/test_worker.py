@@ -39,7 +39,8 @@ def _worker(root: Path) -> Worker:
 
 
 def _req(body: bytes, path: str = "/a2a/jsonrpc") -> tuple:
-    return ("POST", BASE + path, "HTTP/1.1", HEADERS, body, len(body), 1.0, "127.0.0.1:5000", "agent.test:9000")
+    url = (b"http", "agent.test", 9000, path.encode())
+    return (b"POST", url, b"HTTP/1.1", HEADERS, body, len(body), 1.0, ("127.0.0.1", 5000), ("agent.test", 9000), False)
 
 
 def test_exchange_columns_match_the_schema() -> None:
@@ -141,3 +142,39 @@ def test_worker_text_policy(tmp_path: Path, policy: str) -> None:
     w.close()
     texts = load(tmp_path, "messages")["text"].tolist()
     assert ("secret words" in texts) == (policy == "keep")
+
+
+def test_a_stream_whose_final_event_arrived_is_complete_though_the_client_left(tmp_path: Path) -> None:
+    """The a2a-sdk client closes the connection right after the final event: nothing was missed. A client that
+    leaves before it (or in the middle of the next event) leaves an incomplete stream."""
+    w = _worker(tmp_path)
+    done = sse_body(status_event("TASK_STATE_WORKING"), status_event("TASK_STATE_COMPLETED", agent_message()))
+    open_ = (
+        "o",
+        None,
+        _req(jsonrpc_request("SendStreamingMessage")),
+        (200, [(b"content-type", b"text/event-stream")], 1.1),
+    )
+    cases = {"final": done, "early": done[: done.index(b"\r\n\r\n") + 4], "mid-next": done + b"data: {"}
+    for fid, body in cases.items():
+        w.handle((open_[0], fid, *open_[2:]))
+        w.handle(("c", fid, 1.2, body))
+        w.handle(("e", fid, (None, None), ("Client disconnected.", 1.3), False))
+    w.close()
+    ex = load(tmp_path, "exchanges").set_index("exchange_id")
+    assert ex["complete"].to_dict() == {"final": True, "early": False, "mid-next": False}
+    assert set(ex["error"]) == {"Client disconnected."}
+
+
+def test_a_reverse_mode_card_pointing_at_the_agent_is_warned_about_once(tmp_path: Path, caplog) -> None:
+    w = _worker(tmp_path)
+    card = {"name": "a", "supportedInterfaces": [{"url": BASE + "/a2a/jsonrpc", "protocolBinding": "JSONRPC"}]}
+    get = (b"GET", (b"http", "agent.test", 9000, b"/.well-known/agent-card.json"), b"HTTP/1.1", [], b"", 0, 1.0)
+    caplog.set_level(logging.WARNING)
+    for i, reverse in enumerate([True, True, False]):
+        req = (*get, ("127.0.0.1", 5000), ("agent.test", 9000), reverse)
+        w.handle(("x", f"card-{i}", req, (200, HEADERS, 1.1, 1.2, json.dumps(card).encode(), 9), None))
+    w.close()
+    warnings = [r.message for r in caplog.records if "bypass this reverse-mode recorder" in r.message]
+    assert len(warnings) == 1 and BASE + "/a2a/jsonrpc" in warnings[0]
+    assert not w.reverse
