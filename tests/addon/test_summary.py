@@ -46,7 +46,8 @@ def test_anomalies_are_counted_in_the_line() -> None:
 def test_addon_prints_lines_for_a2a_only(tap, capfd) -> None:
     """The recording worker prints the lines on the stdout it shares with mitmproxy's own log."""
     addon, tctx, _ = tap
-    tctx.configure(addon, converse_tap_summary="exchanges")  # a worker started while capfd listens
+    tctx.configure(addon, converse_tap_summary="off")  # each change starts a new worker: this one
+    tctx.configure(addon, converse_tap_summary="exchanges")  # is started while capfd listens
     for flow in (tflow.tflow(resp=True), a2a_flow(response=jsonrpc_result({"message": agent_message()}))):
         addon.request(flow)
         addon.responseheaders(flow)
