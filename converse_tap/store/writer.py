@@ -28,12 +28,20 @@ _STOP = object()
 Job = Callable[[], Extraction | None]
 
 
+_MAX_MICROS = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z, the last instant Parquet readers all take
+
+
 def _to_micros(rows: list[dict[str, Any]], columns: list[str]) -> None:
     for r in rows:
         for c in columns:
             v = r.get(c)
             if isinstance(v, (int, float)) and not isinstance(v, bool):  # rows carry epoch seconds
-                r[c] = round(v * 1_000_000)
+                micros = v * 1_000_000
+                if micros == micros and -_MAX_MICROS <= micros <= _MAX_MICROS:
+                    r[c] = round(micros)
+                else:  # a timing no clock gives (inf, nan, 1e300): kept as unknown, and said so
+                    r[c] = None
+                    r.setdefault("anomalies", []).append(f"unrepresentable_value:{c}")
 
 
 @dataclass
@@ -246,7 +254,9 @@ class DatasetWriter:
             if not rows:
                 continue
             try:
-                batch = pa.RecordBatch.from_pylist(rows, schema=TABLES[table])
+                batch = self._batch(table, rows)
+                if batch is None:
+                    continue
                 journal = self._journals.get(table)
                 if journal is not None and not journal.path.exists():  # the directory was removed under us
                     with contextlib.suppress(OSError):
@@ -278,16 +288,38 @@ class DatasetWriter:
                     with contextlib.suppress(OSError):
                         broken.close()
                 return
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-                log.exception("converse-tap: %d %s rows do not fit the schema and are dropped", len(rows), table)
-                self.stats.rows_dropped += len(rows)
-                rows.clear()
-                continue
             self.stats.rows_written[table] += len(rows)
             rows.clear()
         if self._failing and not any(self._pending.values()):
             log.warning("converse-tap: writing to %s works again; held rows are saved", self.dir)
             self._failing = False
+
+    def _batch(self, table: str, rows: list[dict[str, Any]]) -> pa.RecordBatch | None:
+        """The rows as one batch. One odd value must cost only its own row: when the batch does not build,
+        the rows are tried one by one, mending what does not fit (and saying so in the row's anomalies)."""
+        schema = TABLES[table]
+        try:
+            return pa.RecordBatch.from_pylist(rows, schema=schema)
+        except _UNSTORABLE:
+            pass
+        kept = _mend_rows(rows, schema)
+        self.stats.rows_dropped += len(rows) - len(kept)
+        rows[:] = kept
+        if not kept:
+            return None
+        try:
+            return pa.RecordBatch.from_pylist(kept, schema=schema)
+        except _UNSTORABLE:
+            log.exception("converse-tap: %d %s rows do not fit the schema and are dropped", len(kept), table)
+            self.stats.rows_dropped += len(kept)
+            rows.clear()
+            return None
+
+    def poll(self) -> None:
+        """For a writer started with `thread=False`: journal and roll over if due, while no rows arrive."""
+        if self._inline and time.monotonic() >= self._next_flush:
+            self._flush_and_roll()
+            self._next_flush = time.monotonic() + self.flush_interval
 
     def _forget_vanished(self, table: str) -> None:
         """Journals whose files were removed under us (the directory deleted): count their rows as lost, loudly."""
@@ -331,6 +363,76 @@ class DatasetWriter:
                 )
         self._rolled += 1
         self._last_roll = time.monotonic()
+
+
+_UNSTORABLE = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError, OverflowError)
+
+
+def _mend_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> list[dict[str, Any]]:
+    """The rows that fit `schema`, each value that does not replaced (text escaped, anything else null or a
+    neutral value for a required column) and named in the row's anomalies; a row that still fails is dropped."""
+    kept = []
+    for row in rows:
+        try:
+            pa.RecordBatch.from_pylist([row], schema=schema)
+            kept.append(row)
+            continue
+        except _UNSTORABLE:
+            pass
+        mended = dict(row)
+        notes = []
+        for f in schema:
+            value = mended.get(f.name)
+            if value is None:
+                continue
+            try:
+                pa.array([value], type=f.type)
+            except _UNSTORABLE:
+                mended[f.name] = _mend_value(value, f)
+                notes.append(f"unstorable_value:{f.name}")
+        if "anomalies" in schema.names:
+            mended["anomalies"] = [_escape(a) if isinstance(a, str) else str(a) for a in mended.get("anomalies") or []]
+            mended["anomalies"] += notes
+        try:
+            pa.RecordBatch.from_pylist([mended], schema=schema)
+            kept.append(mended)
+            log.warning("converse-tap: %s", ", ".join(notes) or "a row was mended")
+        except _UNSTORABLE:
+            log.exception("converse-tap: a %s row does not fit the schema and is dropped", schema.names[0])
+    return kept
+
+
+def _mend_value(value: Any, f: pa.Field) -> Any:
+    t = f.type
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_string(t) and isinstance(value, str):
+        return _escape(value)
+    if pa.types.is_list(t) and isinstance(value, list):
+        item = pa.field("item", t.value_type)
+        out = []
+        for v in value:
+            try:
+                pa.array([v], type=t.value_type)
+                out.append(v)
+            except _UNSTORABLE:
+                out.append(_mend_value(v, item))
+        return out
+    if pa.types.is_struct(t) and isinstance(value, dict):
+        return {k.name: _mend_value(value.get(k.name), k) if value.get(k.name) is not None else None for k in t}
+    if f.nullable:
+        return None
+    if pa.types.is_string(t):
+        return _escape(str(value))
+    return False if pa.types.is_boolean(t) else 0
+
+
+def _escape(text: str) -> str:
+    """Text Arrow cannot hold (lone surrogates from JSON escapes or undecodable bytes) made storable, visibly."""
+    try:  # bytes that were not UTF-8, carried as surrogate escapes: shown as the bytes they were (\xff)
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # other lone surrogates: shown as code points (\ud800)
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def recover(root: Path) -> dict[str, int]:

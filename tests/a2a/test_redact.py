@@ -39,7 +39,10 @@ JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJKV1RTRUNSRVQifQ.c2lnbmF0dXJlX0pXVFNFQ1JFV
         ("https://h/agents/ag_7Qb3nT1xK9wZs2Pv0Lm4Rd", "https://h/agents/ag_7Qb3nT1xK9wZs2Pv0Lm4Rd"),
         ("https://h/v1.2.3/jquery.min.js?page=2", "https://h/v1.2.3/jquery.min.js?page=2"),
         ("https://h/a;v=2", "https://h/a;v=2"),
-        ("https://my-agent-service.production-ns.svc-cluster/a", "https://my-agent-service.production-ns.svc-cluster/a"),
+        (
+            "https://my-agent-service.production-ns.svc-cluster/a",
+            "https://my-agent-service.production-ns.svc-cluster/a",
+        ),
         ("https://h/x/Abcdefghijklmn.opqrstuvwxyz12.Zyxwvutsrqpo9/y", "https://h/x/[REDACTED]/y"),
         # not parseable as a URL: userinfo and shapes still go
         (f"http://user:PW2@[::1/{JWT}", "http://[::1/[REDACTED]"),

@@ -132,7 +132,7 @@ def test_a_bug_in_the_addon_never_reaches_mitmproxy(tap, monkeypatch, caplog) ->
     def broken(*args, **kwargs):
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(tap_module, "classify", broken)
+    monkeypatch.setattr(tap_module, "maybe_a2a", broken)
     caplog.set_level(logging.ERROR)
     for _ in range(3):
         run_hooks(addon, a2a_flow(response=jsonrpc_result({"message": agent_message()})))
@@ -179,7 +179,7 @@ def test_a_host_that_never_configures_the_addon_still_gets_a_recording(tmp_path,
     monkeypatch.chdir(tmp_path)
     addon = ConverseTap()
     with taddons.context(addon):
-        assert addon.writer is None
+        assert addon.channel is None
         run_hooks(addon, a2a_flow(response=jsonrpc_result({"message": agent_message()})))
         addon.done()
     assert load(tmp_path / "converse-tap-data", "exchanges")["method"].tolist() == ["SendMessage"]
