@@ -28,7 +28,7 @@ from ..a2a.exchange import HttpExchange
 from ..a2a.extract import Extraction, Extractor, failed_extraction
 from ..a2a.headers import Headers
 from ..a2a.inflate import Inflater, TooLarge, decoded_prefix
-from ..a2a.redact import TextPolicy
+from ..a2a.redact import Redaction, TextPolicy, install_log_redactor
 from ..a2a.sse import SseParser
 from ..store.writer import DatasetWriter, recover
 from .flows import PREFIX, _addr, _body
@@ -63,6 +63,8 @@ class Worker:
         self.max_events: int = config["max_events"]
         self.summary: str = config["summary"]
         self.policy = TextPolicy(config["text"], bytes.fromhex(config["salt"]))
+        self.redaction = Redaction.from_patterns(config.get("redact") or None)
+        install_log_redactor(redaction=self.redaction)
         self.root = Path(config["dir"])
         recovered = recover(self.root)
         if any(recovered.values()):
@@ -146,17 +148,17 @@ class Worker:
         return ex
 
     def _extract_whole(self, ex: HttpExchange) -> Extraction | None:
-        extractor = Extractor.start(ex, self.policy)
+        extractor = Extractor.start(ex, self.policy, redaction=self.redaction)
         return extractor.finish() if extractor is not None else None
 
     def _open(self, fid: str, req: tuple[Any, ...], resp_head: tuple[Any, ...]) -> None:
         ex = self._exchange(fid, req, resp_head, None)
         ex.sse_events = []  # tapped live: events go to the extractor as they come and are not kept
         try:
-            extractor = Extractor.start(ex, self.policy)
+            extractor = Extractor.start(ex, self.policy, redaction=self.redaction)
         except Exception as e:
             error = e
-            self._submit(ex, lambda: failed_extraction(ex, error))
+            self._submit(ex, lambda: failed_extraction(ex, error, self.redaction))
             return
         if extractor is None:
             return
@@ -229,7 +231,7 @@ class Worker:
                 self.failures += 1
                 if self.failures == 1:
                     log.exception("converse-tap: extraction failed on %s (logged once)", ex.id)
-                return failed_extraction(ex, e)
+                return failed_extraction(ex, e, self.redaction)
             if reverse and ext is not None and ext.agent_cards:
                 self._check_card(ext)
             return ext
