@@ -194,7 +194,7 @@ def test_agents_lists_cards_and_tools(sample: Path) -> None:
     assert r.stdout == (
         "agent.test:9000  (0 A2A calls)\n"
         "  well-known card: Support\n"
-        "    converse extension: declared (required unset)\n"
+        "    converse extension: declared (optional)\n"
         "    MCP endpoint: https://mcp.test/a   server card: https://mcp.test/a/server-card\n"
         "    tool book_table: requires date\n"
         "agent.test:9000/a2a/jsonrpc  (8 A2A calls)\n"

@@ -70,7 +70,7 @@ def agents_text(overview: list[dict[str, Any]]) -> str:
             if not c["converse_declared"]:
                 lines.append("    converse extension: not declared")
                 continue
-            req = {True: "required", False: "optional", None: "required unset"}[c["converse_required"]]
+            req = {True: "required", False: "optional", None: "required not a boolean"}[c["converse_required"]]
             lines.append(f"    converse extension: declared ({req})")
             lines.append(f"    MCP endpoint: {c['mcp_url'] or '–'}   server card: {c['mcp_server_card_url'] or '–'}")
             for t in c["tools"]:
