@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import sys
@@ -16,6 +17,12 @@ from .a2a.redact import TEXT_POLICIES, TextPolicy
 
 if TYPE_CHECKING:  # the analysis imports pandas: only the commands that need it load it
     from .analysis.load import Frames, Window
+
+
+class UsageError(click.ClickException):
+    """A usage or data error: exit 2, like click's own usage errors."""
+
+    exit_code = 2
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -77,8 +84,22 @@ def record(
     """
     from mitmproxy import exceptions
 
-    from .record import run_proxy
+    from .record import ListenError
+    from .store.files import TextPolicyConflict, check_writable, dataset_text_policy
 
+    for item in sets:
+        key, eq, _ = item.partition("=")
+        if not eq or not key.strip():
+            raise UsageError(f"--set takes KEY=VALUE, not {item!r} (e.g. --set ssl_insecure=true)")
+    root = Path(out)
+    created = not root.exists()
+    try:
+        check_writable(root)
+        recorded = dataset_text_policy(root)
+    except OSError as e:
+        raise UsageError(f"cannot write the dataset to --out {out}: {e}") from e
+    if recorded is not None and recorded != text:
+        raise UsageError(str(TextPolicyConflict(root, recorded, text)))
     settings = {
         "converse_tap_dir": out,
         "converse_tap_text": text,
@@ -89,9 +110,30 @@ def record(
     if modes:
         settings["mode"] = list(modes)
     try:
-        asyncio.run(run_proxy(settings, list(sets)))
+        _run_recorder(settings, sets, root if created else None)
+    except TextPolicyConflict as e:
+        raise UsageError(str(e)) from e
+    except ListenError as e:
+        hint = "choose another --listen-port (0 picks a free one)" if e.in_use else "check --listen-host, --listen-port"
+        raise UsageError(f"the proxy cannot listen: {e.reason}; {hint}") from e
     except exceptions.OptionsError as e:
-        raise click.ClickException(str(e)) from e
+        message = str(e)
+        if message.startswith("unknown option"):
+            message += " (--set takes mitmproxy's options, listed by `mitmdump --options`, and converse_tap_*)"
+        raise UsageError(message) from e
+
+
+def _run_recorder(settings: dict[str, Any], sets: tuple[str, ...], created: Path | None) -> None:
+    """Run the proxy; a start-up that fails leaves no empty dataset directory this command made."""
+    from .record import run_proxy
+
+    try:
+        asyncio.run(run_proxy(settings, list(sets)))
+    except Exception:
+        if created is not None:
+            with contextlib.suppress(OSError):
+                created.rmdir()  # only when empty: nothing was recorded
+        raise
 
 
 @cli.command()
@@ -116,11 +158,14 @@ def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None) -> N
     A damaged file is reported with its position; what came before the damage is kept.
     """
     from .ingest import ingest as run_ingest
-    from .store.files import check_writable, dataset_salt
+    from .store.files import TextPolicyConflict, check_writable, claim_text_policy, dataset_salt
 
     try:
         check_writable(out)
+        claim_text_policy(out, text)
         policy = TextPolicy(text, dataset_salt(out) if text == "hash" else b"")
+    except TextPolicyConflict as e:
+        raise UsageError(str(e)) from e
     except OSError as e:
         raise click.ClickException(f"cannot write the dataset to {out}: {e}") from e
     result = run_ingest(list(files), out, policy, jobs=jobs or min(os.cpu_count() or 1, 8))
@@ -420,10 +465,6 @@ def demo_agent(host: str, port: int) -> None:
         pass
     except OSError as e:
         raise click.ClickException(f"cannot serve on {host}:{port}: {e}") from e
-
-
-class UsageError(click.ClickException):
-    exit_code = 2
 
 
 def _fmt(v: float | None, share: bool) -> str:

@@ -118,13 +118,13 @@ def test_addon_path_is_the_script(tmp_path: Path) -> None:
 def test_record_rejects_an_unwritable_directory(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     r = invoke("record", "--out", str(tmp_path / "file" / "data"), "--listen-port", "0")
-    assert r.exit_code == 1
-    assert "cannot write its dataset" in r.stderr and "converse_tap_dir" in r.stderr
+    assert r.exit_code == 2
+    assert "cannot write the dataset to --out" in r.stderr and "converse_tap_dir" not in r.stderr
 
 
 def test_record_rejects_unknown_options(tmp_path: Path) -> None:
     r = invoke("record", "--out", str(tmp_path), "--listen-port", "0", "--set", "no_such_option=1")
-    assert r.exit_code == 1 and "no_such_option" in r.stderr
+    assert r.exit_code == 2 and "no_such_option" in r.stderr
 
 
 def test_every_command_has_help_and_the_reference_is_current() -> None:
