@@ -202,11 +202,13 @@ def _duration(text: str | None) -> object:
     except ValueError:
         value = None
     if value is None or pd.isna(value) or value.total_seconds() <= 0:
-        raise click.BadParameter(f"{text!r} is not a positive duration; write e.g. 90s, 30min, 2h or 1d")
+        raise click.BadParameter(
+            f"{text!r} is not a positive duration; write e.g. 90s, 30min, 2h or 1d", param_hint="'--stale-after'"
+        )
     return value
 
 
-def _when(text: str | None, end: bool) -> object:
+def _when(text: str | None, end: bool, option: str) -> object:
     if text is None:
         return None
     from .analysis.load import parse_when
@@ -215,7 +217,8 @@ def _when(text: str | None, end: bool) -> object:
         return parse_when(text, end=end)
     except ValueError:
         raise click.BadParameter(
-            f"{text!r} is not an ISO date or time; write e.g. 2026-12-01 or 2026-12-01T09:30Z"
+            f"{text!r} is not an ISO date or time; write e.g. 2026-12-01 or 2026-12-01T09:30Z",
+            param_hint=f"'{option}'",
         ) from None
 
 
@@ -249,10 +252,50 @@ def _memory_size(ctx: click.Context, param: click.Parameter, value: str | None) 
 def _window(agents: tuple[str, ...], since: str | None, until: str | None) -> Window:
     from .analysis.load import Window
 
-    window = Window(tuple(agents) or None, _when(since, end=False), _when(until, end=True))  # type: ignore[arg-type]
+    window = Window(tuple(agents) or None, _when(since, False, "--since"), _when(until, True, "--until"))  # type: ignore[arg-type]
     if window.since and window.until and window.since >= window.until:
-        raise click.BadParameter("--since must be before --until")
+        raise UsageError("--since must be before --until")
     return window
+
+
+def _check_source(dataset: Path, window: Window, memory_limit: str | None = None) -> None:
+    """Exit 2 when `dataset` is not a dataset, or when --agent names an agent the dataset never saw."""
+    import duckdb
+
+    from .analysis.agents import dataset_agents
+    from .store.files import is_dataset
+
+    if not is_dataset(dataset):
+        raise UsageError(
+            f"{dataset} is not a converse-tap dataset (no exchanges/, messages/, agent_cards/ or _journal/ in it): "
+            "give the --out directory of `converse-tap record` or `converse-tap ingest`"
+        )
+    if not window.agents:
+        return
+    try:
+        seen = dataset_agents(dataset, memory_limit)
+    except (OSError, ValueError, duckdb.Error) as e:
+        raise _read_error(e, dataset, click.ClickException) from e
+    unknown = [a for a in window.agents if a not in seen]
+    if unknown:
+        names = ", ".join(repr(a) for a in unknown)
+        listed = "\n".join(f"  {a}" for a in seen) if seen else "  (none: it holds no traffic and no agent cards)"
+        raise UsageError(f"--agent {names}: the dataset {dataset} never saw this agent. The agents it saw:\n{listed}")
+
+
+def _first_line(e: BaseException) -> str:
+    """An error's first line: DuckDB goes on with advice in its own terms (SET statements, PRAGMAs)."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _read_error(e: Exception, dataset: Path, error: type[click.ClickException]) -> click.ClickException:
+    """What a user reads when the analysis fails: in this CLI's options, never DuckDB's tuning advice."""
+    import duckdb
+
+    if isinstance(e, duckdb.OutOfMemoryException):
+        return error(f"the report needs more memory than its limit allows; raise --memory-limit ({_first_line(e)})")
+    return error(f"cannot read the dataset {dataset}: {_first_line(e)}")
 
 
 def _load(dataset: Path, window: Window, error: type[click.ClickException] = click.ClickException) -> Frames:
@@ -280,17 +323,14 @@ def _report(
     try:
         engine = Engine.over_dataset(dataset, window, memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT)
     except (OSError, ValueError, duckdb.Error) as e:
-        raise error(f"cannot read the dataset {dataset}: {e}") from e
+        raise _read_error(e, dataset, error) from e
     try:
         if not engine.present and options.pop("require_data", False):
             raise error(f"{dataset} holds no Parquet files: nothing to check")
         options.pop("require_data", None)
         return build_report(engine, window, **options)
-    except duckdb.OutOfMemoryException as e:
-        first = str(e).splitlines()[0]  # DuckDB goes on with SET statements a CLI user cannot type
-        raise error(f"the report needs more memory than its limit allows; raise --memory-limit ({first})") from e
     except (OSError, duckdb.Error) as e:
-        raise error(f"cannot read the dataset {dataset}: {e}") from e
+        raise _read_error(e, dataset, error) from e
     finally:
         engine.close()
 
@@ -335,19 +375,55 @@ def report(
         converse-tap report data/
         converse-tap report data/ --by agent --since 2026-12-01 --format json
         converse-tap report data/ --format html -o report.html
+    \b
+    Exit status: 0 the report measured traffic; 3 the report is written but measured nothing (no A2A message
+    in the dataset or the window); 2 not a dataset, an --agent the dataset never saw, or a usage error;
+    1 the dataset cannot be read.
     """
     from .analysis.render import FORMATS
+    from .analysis.tables import measured
 
     window = _window(agents, since, until)
     stale = _duration(stale_after)
+    if output is not None:
+        _check_output(output)
+    _check_source(dataset, window, memory_limit)
     if fmt == "html":  # the charts want these breakdowns
         by = tuple(dict.fromkeys((*by, "agent", "day")))
-    rendered = FORMATS[fmt](_report(dataset, window, memory_limit, by=by, stale_after=stale))
+    report_dict = _report(dataset, window, memory_limit, by=by, stale_after=stale)
+    rendered = FORMATS[fmt](report_dict)
     if output is None:
         click.echo(rendered, nl=False)
     else:
-        output.write_text(rendered, encoding="utf-8")
+        _write_output(output, rendered)
         click.echo(f"wrote {output}", err=True)
+    if not measured(report_dict):
+        where = "in the selected window" if any(report_dict["dataset"]["filters"].values()) else "in it"
+        click.echo(f"Error: nothing measured: {dataset} holds no A2A message {where}", err=True)
+        sys.exit(NOTHING_MEASURED)
+
+
+NOTHING_MEASURED = 3  # `report`'s exit status when the report rests on no A2A message
+
+
+def _check_output(output: Path) -> None:
+    """Exit 2 when a parent of -o is a file (click itself refuses a directory)."""
+    for parent in output.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UsageError(f"-o {output}: {parent} is a file, not a directory")
+            break
+
+
+def _write_output(output: Path, text: str) -> None:
+    """Write a report to -o, making its missing directories."""
+    try:
+        from .store.files import make_dir
+
+        make_dir(output.parent)  # owner-only, as the dataset: a report may quote message text
+        output.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"cannot write -o {output}: {e.strerror or e}") from e
 
 
 @cli.group(invoke_without_command=True)
@@ -473,6 +549,14 @@ def _fmt(v: float | None, share: bool) -> str:
     return f"{v * 100:.1f}%" if share else f"{v:g}"
 
 
+MIN_OPTIONS = {  # the option that sets each metric's minimum basis
+    "unanswered_share": "--min-turns",
+    "answered_share": "--min-turns",
+    "abandonment_rate": "--min-routines",
+    "human_share": "--min-replies",
+}
+
+
 @cli.command()
 @click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--max-unanswered-share", type=click.FloatRange(0, 1), help="Fail above this share of unanswered turns.")
@@ -481,6 +565,29 @@ def _fmt(v: float | None, share: bool) -> str:
 @click.option("--max-human-share", type=click.FloatRange(0, 1), help="Fail above this share of human-written replies.")
 @click.option("--no-anomalies", is_flag=True, help="Fail on any conformance anomaly.")
 @click.option("--per-agent", is_flag=True, help="Apply the shares and rates to every agent on its own.")
+@click.option(
+    "--min-turns",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Fail a coverage share measured on fewer than N assessed turns.",
+)
+@click.option(
+    "--min-routines",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Fail the abandonment rate measured on fewer than N closed routine instances.",
+)
+@click.option(
+    "--min-replies",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Fail the human share measured on fewer than N replies with an author.",
+)
+@click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Let a threshold with nothing to rest on (no turns, no closed routines) pass instead of exiting 2.",
+)
 @window_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def check(
@@ -491,6 +598,10 @@ def check(
     max_human_share: float | None,
     no_anomalies: bool,
     per_agent: bool,
+    min_turns: int,
+    min_routines: int,
+    min_replies: int,
+    allow_empty: bool,
     agents: tuple[str, ...],
     since: str | None,
     until: str | None,
@@ -502,14 +613,17 @@ def check(
     \b
     Example (in CI, after a test run recorded through the proxy):
         converse-tap check data/ --max-unanswered-share 0.1 --max-abandonment-rate 0.25 --no-anomalies
-    A share with nothing to rest on (no assessed turns, no closed routines) passes and says "no data".
+    A threshold with nothing to rest on (no assessed turns, no closed routine instances, no exchanges: an empty
+    window, an agent without traffic, a recording that saw only cards) exits 2, "nothing measured", unless
+    --allow-empty is given. An --agent the dataset never saw exits 2 and lists the agents it saw.
     """
     import json
 
     from .analysis.gate import Threshold, evaluate
 
+    minimum = {"--min-turns": min_turns, "--min-routines": min_routines, "--min-replies": min_replies}
     thresholds = [
-        Threshold(metric, bound, limit)
+        Threshold(metric, bound, limit, minimum.get(MIN_OPTIONS.get(metric, ""), 0))
         for metric, bound, limit in (
             ("unanswered_share", "max", max_unanswered_share),
             ("answered_share", "min", min_answered_share),
@@ -522,10 +636,12 @@ def check(
     if not thresholds:
         raise UsageError("give at least one threshold, e.g. --max-unanswered-share 0.1 (see --help)")
     window = _window(agents, since, until)
+    _check_source(dataset, window, memory_limit)
     by = ("agent",) if per_agent else ()
     report = _report(dataset, window, memory_limit, error=UsageError, require_data=True, by=by)
-    outcomes = evaluate(report, thresholds, per_agent)
+    outcomes = evaluate(report, thresholds, per_agent, allow_empty)
     failed = [o for o in outcomes if not o.passed]
+    empty = [o for o in outcomes if o.empty and not allow_empty]
     if fmt == "json":
         click.echo(
             json.dumps(
@@ -541,9 +657,19 @@ def check(
                 f"{verdict} {o.scope}: {o.metric} {_fmt(o.value, share)} "
                 f"({'<=' if o.bound == 'max' else '>='} {_fmt(o.limit, share)}) on {o.basis} {o.basis_name}"
             )
-            if not o.passed and o.margin is not None:
+            if o.empty and not allow_empty:
+                line += ", nothing measured"
+            elif o.too_few:
+                line += f", fewer than {MIN_OPTIONS[o.metric]} {o.min_basis}"
+            elif not o.passed and o.margin is not None:
                 line += f", off by {_fmt(o.margin, share)}"
             click.echo(line)
+    if empty:
+        what = "; ".join(f"{o.scope}: {o.metric} (0 {o.basis_name})" for o in empty)
+        raise UsageError(
+            f"nothing measured for {what}. Check the window (--since/--until/--agent) and that the traffic "
+            "carried the converse envelope, or pass --allow-empty to let an empty measure pass"
+        )
     sys.exit(1 if failed else 0)
 
 
@@ -561,7 +687,9 @@ def agents(dataset: Path, fmt: str) -> None:
 
     from .analysis.agents import agents_overview, agents_text
 
-    overview = agents_overview(_load(dataset, _window((), None, None)))
+    window = _window((), None, None)
+    _check_source(dataset, window)
+    overview = agents_overview(_load(dataset, window))
     click.echo(json.dumps(overview, indent=2) if fmt == "json" else agents_text(overview), nl=fmt == "json")
 
 

@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from .load import Frames
+from .engine import DEFAULT_MEMORY_LIMIT, Engine
+from .load import Frames, Window
 from .metrics import latest_cards
+
+
+def dataset_agents(root: str | Path, memory_limit: str | None = None) -> list[str]:
+    """Every agent the whole dataset saw, in traffic or in cards, whatever a report's window: what an `--agent`
+    filter can name."""
+    with Engine.over_dataset(root, Window(), memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT) as engine:
+        rows = engine.con.sql(
+            """SELECT DISTINCT agent FROM (SELECT agent FROM exchanges UNION ALL SELECT agent FROM agent_cards)
+               WHERE agent IS NOT NULL ORDER BY agent"""
+        ).fetchall()
+    return [r[0] for r in rows]
 
 
 def agents_overview(frames: Frames) -> list[dict[str, Any]]:

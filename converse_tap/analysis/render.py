@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from .charts import report_charts
-from .tables import Section, Table, report_sections
+from .tables import Section, Table, measured, report_sections
 
 
 def _cell(v: Any) -> str:
@@ -111,9 +111,17 @@ def _html_section(s: Section, charts: dict[str, list[str]]) -> str:
 
 
 def to_html(report: dict[str, Any]) -> str:
-    """One file, no external resources: tables plus inline SVG charts."""
-    charts = report_charts(report)
-    body = "\n".join(_html_section(s, charts) for s in report_sections(report))
+    """One file, no external resources: tables plus inline SVG charts. A report that measured nothing is a short
+    page: what was read, why nothing was measured, and the cards if any were seen, not a page of zero tables."""
+    sections = report_sections(report)
+    if measured(report):
+        charts = report_charts(report)
+    else:
+        charts = {}
+        keep = {"Dataset", "Conformance"} if report["conformance"]["agent_cards"] else {"Dataset"}
+        sections = [s for s in sections if s.title in keep]
+        sections[0].lines.insert(0, "Nothing measured: no A2A message in this dataset or window.")
+    body = "\n".join(_html_section(s, charts) for s in sections)
     # script content is raw text: only "</" could end it early
     data = json.dumps(report, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")
     return (

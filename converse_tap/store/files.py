@@ -76,6 +76,11 @@ def dataset_salt(root: Path) -> bytes:
     return salt
 
 
+def is_dataset(root: Path) -> bool:
+    """Whether `root` holds anything a converse-tap writer makes: a table, journals, a salt, a text policy."""
+    return any((root / name).exists() for name in (*TABLES, JOURNAL_DIR, SALT_FILE, TEXT_POLICY_FILE))
+
+
 def dataset_text_policy(root: Path) -> str | None:
     """The text policy the dataset's rows were written under (`keep`/`hash`/`drop`), None before its first writer."""
     try:

@@ -72,7 +72,8 @@ def test_bad_set_values_exit_2_before_anything_listens(tmp_path: Path, sets: lis
 
 def test_the_dataset_keeps_one_text_policy(tmp_path: Path) -> None:
     out = tmp_path / "data"
-    proc = Proc([sys.executable, "-m", "converse_tap", "record", "--out", str(out), "--listen-port", "0", "--text", "hash"])
+    args = ["record", "--out", str(out), "--listen-port", "0", "--text", "hash"]
+    proc = Proc([sys.executable, "-m", "converse_tap", *args])
     try:
         proc.wait_for(LISTENING)
     finally:
