@@ -7,6 +7,7 @@ import contextlib
 import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -473,17 +474,18 @@ def demo(
     if ctx.invoked_subcommand is not None:
         return
     from .analysis.render import FORMATS
-    from .demo.run import run_demo
     from .store.files import check_writable
 
+    with _extra("demo", "converse-tap demo"):
+        from .demo.run import NotDemoOutput, clear_demo_output, run_demo
+
     try:
-        if out.exists() and any((out / t).exists() for t in ("exchanges", "messages", "agent_cards")):
-            raise click.ClickException(
-                f"{out} already holds a dataset; pass another --out or delete it, so the report shows this run only"
-            )
+        clear_demo_output(out)  # a second `make demo` replaces the first one's output, and only that
         check_writable(out)
+    except NotDemoOutput as e:
+        raise UsageError(f"{e}; pass another --out, so the report shows this run only") from e
     except OSError as e:
-        raise click.ClickException(f"cannot write to {out}: {e}") from e
+        raise UsageError(f"cannot write to --out {out}: {e}") from e
     with click.progressbar(length=conversations, label="conversations", file=sys.stderr) as bar:
         result = asyncio.run(
             run_demo(
@@ -523,7 +525,8 @@ def demo_agent(host: str, port: int) -> None:
     \b
     Cards: http://HOST:PORT/agents/ag_trattoria01/.well-known/agent-card.json (and ag_osteria02)
     """
-    from .demo.agent import AGENTS, AgentServer
+    with _extra("demo", "converse-tap demo agent"):
+        from .demo.agent import AGENTS, AgentServer
 
     async def serve() -> None:
         server = AgentServer(host, port)
@@ -541,6 +544,20 @@ def demo_agent(host: str, port: int) -> None:
         pass
     except OSError as e:
         raise click.ClickException(f"cannot serve on {host}:{port}: {e}") from e
+
+
+@contextlib.contextmanager
+def _extra(extra: str, command: str) -> Iterator[None]:
+    """Imports a command needs from an optional extra: a missing package is a usage error naming the install."""
+    try:
+        yield
+    except ModuleNotFoundError as e:
+        if e.name is None or e.name.split(".")[0] == "converse_tap":
+            raise  # our own module missing is a bug, not a missing extra
+        raise UsageError(
+            f"`{command}` needs the {extra} extra ({e.name.split('.')[0]} is not installed): "
+            f"pip install 'a2a-converse-tap[{extra}]'"
+        ) from e
 
 
 def _fmt(v: float | None, share: bool) -> str:
