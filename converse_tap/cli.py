@@ -7,7 +7,6 @@ import contextlib
 import os
 import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,15 +14,19 @@ import click
 
 from . import __version__
 from .a2a.redact import TEXT_POLICIES, TextPolicy
+from .cli_guards import (
+    MIN_OPTIONS,
+    NOTHING_MEASURED,
+    UsageError,
+    check_output,
+    check_source,
+    needs_extra,
+    read_error,
+    write_output,
+)
 
 if TYPE_CHECKING:  # the analysis imports pandas: only the commands that need it load it
     from .analysis.load import Frames, Window
-
-
-class UsageError(click.ClickException):
-    """A usage or data error: exit 2, like click's own usage errors."""
-
-    exit_code = 2
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -259,46 +262,6 @@ def _window(agents: tuple[str, ...], since: str | None, until: str | None) -> Wi
     return window
 
 
-def _check_source(dataset: Path, window: Window, memory_limit: str | None = None) -> None:
-    """Exit 2 when `dataset` is not a dataset, or when --agent names an agent the dataset never saw."""
-    import duckdb
-
-    from .analysis.agents import dataset_agents
-    from .store.files import is_dataset
-
-    if not is_dataset(dataset):
-        raise UsageError(
-            f"{dataset} is not a converse-tap dataset (no exchanges/, messages/, agent_cards/ or _journal/ in it): "
-            "give the --out directory of `converse-tap record` or `converse-tap ingest`"
-        )
-    if not window.agents:
-        return
-    try:
-        seen = dataset_agents(dataset, memory_limit)
-    except (OSError, ValueError, duckdb.Error) as e:
-        raise _read_error(e, dataset, click.ClickException) from e
-    unknown = [a for a in window.agents if a not in seen]
-    if unknown:
-        names = ", ".join(repr(a) for a in unknown)
-        listed = "\n".join(f"  {a}" for a in seen) if seen else "  (none: it holds no traffic and no agent cards)"
-        raise UsageError(f"--agent {names}: the dataset {dataset} never saw this agent. The agents it saw:\n{listed}")
-
-
-def _first_line(e: BaseException) -> str:
-    """An error's first line: DuckDB goes on with advice in its own terms (SET statements, PRAGMAs)."""
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
-
-
-def _read_error(e: Exception, dataset: Path, error: type[click.ClickException]) -> click.ClickException:
-    """What a user reads when the analysis fails: in this CLI's options, never DuckDB's tuning advice."""
-    import duckdb
-
-    if isinstance(e, duckdb.OutOfMemoryException):
-        return error(f"the report needs more memory than its limit allows; raise --memory-limit ({_first_line(e)})")
-    return error(f"cannot read the dataset {dataset}: {_first_line(e)}")
-
-
 def _load(dataset: Path, window: Window, error: type[click.ClickException] = click.ClickException) -> Frames:
     from .analysis.load import load_frames
 
@@ -324,14 +287,14 @@ def _report(
     try:
         engine = Engine.over_dataset(dataset, window, memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT)
     except (OSError, ValueError, duckdb.Error) as e:
-        raise _read_error(e, dataset, error) from e
+        raise read_error(e, dataset, error) from e
     try:
         if not engine.present and options.pop("require_data", False):
             raise error(f"{dataset} holds no Parquet files: nothing to check")
         options.pop("require_data", None)
         return build_report(engine, window, **options)
     except (OSError, duckdb.Error) as e:
-        raise _read_error(e, dataset, error) from e
+        raise read_error(e, dataset, error) from e
     finally:
         engine.close()
 
@@ -387,8 +350,8 @@ def report(
     window = _window(agents, since, until)
     stale = _duration(stale_after)
     if output is not None:
-        _check_output(output)
-    _check_source(dataset, window, memory_limit)
+        check_output(output)
+    check_source(dataset, window, memory_limit)
     if fmt == "html":  # the charts want these breakdowns
         by = tuple(dict.fromkeys((*by, "agent", "day")))
     report_dict = _report(dataset, window, memory_limit, by=by, stale_after=stale)
@@ -396,35 +359,12 @@ def report(
     if output is None:
         click.echo(rendered, nl=False)
     else:
-        _write_output(output, rendered)
+        write_output(output, rendered)
         click.echo(f"wrote {output}", err=True)
     if not measured(report_dict):
         where = "in the selected window" if any(report_dict["dataset"]["filters"].values()) else "in it"
         click.echo(f"Error: nothing measured: {dataset} holds no A2A message {where}", err=True)
         sys.exit(NOTHING_MEASURED)
-
-
-NOTHING_MEASURED = 3  # `report`'s exit status when the report rests on no A2A message
-
-
-def _check_output(output: Path) -> None:
-    """Exit 2 when a parent of -o is a file (click itself refuses a directory)."""
-    for parent in output.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise UsageError(f"-o {output}: {parent} is a file, not a directory")
-            break
-
-
-def _write_output(output: Path, text: str) -> None:
-    """Write a report to -o, making its missing directories."""
-    try:
-        from .store.files import make_dir
-
-        make_dir(output.parent)  # owner-only, as the dataset: a report may quote message text
-        output.write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise UsageError(f"cannot write -o {output}: {e.strerror or e}") from e
 
 
 @cli.group(invoke_without_command=True)
@@ -476,7 +416,7 @@ def demo(
     from .analysis.render import FORMATS
     from .store.files import check_writable
 
-    with _extra("demo", "converse-tap demo"):
+    with needs_extra("demo", "converse-tap demo"):
         from .demo.run import NotDemoOutput, clear_demo_output, run_demo
 
     try:
@@ -525,7 +465,7 @@ def demo_agent(host: str, port: int) -> None:
     \b
     Cards: http://HOST:PORT/agents/ag_trattoria01/.well-known/agent-card.json (and ag_osteria02)
     """
-    with _extra("demo", "converse-tap demo agent"):
+    with needs_extra("demo", "converse-tap demo agent"):
         from .demo.agent import AGENTS, AgentServer
 
     async def serve() -> None:
@@ -546,32 +486,10 @@ def demo_agent(host: str, port: int) -> None:
         raise click.ClickException(f"cannot serve on {host}:{port}: {e}") from e
 
 
-@contextlib.contextmanager
-def _extra(extra: str, command: str) -> Iterator[None]:
-    """Imports a command needs from an optional extra: a missing package is a usage error naming the install."""
-    try:
-        yield
-    except ModuleNotFoundError as e:
-        if e.name is None or e.name.split(".")[0] == "converse_tap":
-            raise  # our own module missing is a bug, not a missing extra
-        raise UsageError(
-            f"`{command}` needs the {extra} extra ({e.name.split('.')[0]} is not installed): "
-            f"pip install 'a2a-converse-tap[{extra}]'"
-        ) from e
-
-
 def _fmt(v: float | None, share: bool) -> str:
     if v is None:
         return "no data"
     return f"{v * 100:.1f}%" if share else f"{v:g}"
-
-
-MIN_OPTIONS = {  # the option that sets each metric's minimum basis
-    "unanswered_share": "--min-turns",
-    "answered_share": "--min-turns",
-    "abandonment_rate": "--min-routines",
-    "human_share": "--min-replies",
-}
 
 
 @cli.command()
@@ -653,7 +571,7 @@ def check(
     if not thresholds:
         raise UsageError("give at least one threshold, e.g. --max-unanswered-share 0.1 (see --help)")
     window = _window(agents, since, until)
-    _check_source(dataset, window, memory_limit)
+    check_source(dataset, window, memory_limit)
     by = ("agent",) if per_agent else ()
     report = _report(dataset, window, memory_limit, error=UsageError, require_data=True, by=by)
     outcomes = evaluate(report, thresholds, per_agent, allow_empty)
@@ -705,7 +623,7 @@ def agents(dataset: Path, fmt: str) -> None:
     from .analysis.agents import agents_overview, agents_text
 
     window = _window((), None, None)
-    _check_source(dataset, window)
+    check_source(dataset, window)
     overview = agents_overview(_load(dataset, window))
     click.echo(json.dumps(overview, indent=2) if fmt == "json" else agents_text(overview), nl=fmt == "json")
 
