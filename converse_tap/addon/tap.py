@@ -20,7 +20,7 @@ from mitmproxy.proxy.mode_specs import ReverseMode
 
 from ..a2a.classify import maybe_a2a
 from ..a2a.redact import TEXT_POLICIES, Redaction
-from ..store.files import check_writable, dataset_salt
+from ..store.files import TextPolicyConflict, check_writable, claim_text_policy, dataset_salt
 from .channel import Channel
 from .flows import PREFIX
 from .summary import SUMMARY_LEVELS
@@ -168,7 +168,12 @@ class ConverseTap:
     def _open(self, root: Path, config: dict[str, Any], backlog: int) -> None:
         try:
             check_writable(root)
+            claim_text_policy(root, config["text"])
             config["salt"] = dataset_salt(root).hex() if config["text"] == "hash" else ""
+        except TextPolicyConflict as e:
+            raise exceptions.OptionsError(
+                f"converse-tap: {e}".replace("use --text", "use --set converse_tap_text=")
+            ) from e
         except OSError as e:
             raise exceptions.OptionsError(
                 f"converse-tap cannot write its dataset to {root}: {e}. "
