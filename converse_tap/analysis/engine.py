@@ -49,27 +49,31 @@ REPLY_COLUMNS = ["reply_key", "conversation", "first_seen", "first_pos", "ts", "
 _TERMINAL = ", ".join(f"'{s}'" for s in sorted(TERMINAL_ROUTINE_STATUSES))
 
 REPLY_KEY = "coalesce(message_id, 'sighting:' || exchange_id || ':' || seq)"
+FIRST_SK = SORT_KEY.format(ts="first_seen", pos="first_pos")  # a reply's first sighting as one sort key
+# One pass over the agent messages: per distinct message, whether any sighting carried the envelope (adoption),
+# and of its sightings with the envelope the first (time and position) and the last (position).
+KEYS = f"""
+SELECT bool_or(coalesce(has_envelope, false)) AS carried,
+       min(ts) FILTER (WHERE has_envelope) AS first_seen,
+       (min({SORT_KEY.format(ts="ts", pos="pos")}) FILTER (WHERE has_envelope) & {_LOW64})::BIGINT AS first_pos,
+       (max({SORT_KEY.format(ts="ts", pos="pos")}) FILTER (WHERE has_envelope) & {_LOW64})::BIGINT AS last_pos
+FROM sightings GROUP BY {REPLY_KEY}
+"""
 REPLIES = f"""
-WITH k AS (
-    SELECT min(ts) AS first_seen,
-           (min({SORT_KEY.format(ts="ts", pos="pos")}) & {_LOW64})::BIGINT AS first_pos,
-           (max({SORT_KEY.format(ts="ts", pos="pos")}) & {_LOW64})::BIGINT AS last_pos
-    FROM sightings WHERE has_envelope GROUP BY {REPLY_KEY}
-)
 SELECT {REPLY_KEY} AS reply_key, coalesce(context_id, task_id, 'exchange:' || exchange_id) AS conversation,
        k.first_seen, k.first_pos, ts, exchange_id, {", ".join(REPLY_VALUES)}
-FROM sightings JOIN k ON sightings.pos = k.last_pos
+FROM sightings JOIN (SELECT * FROM message_keys WHERE carried) k ON sightings.pos = k.last_pos
 """
 
-TURNS = f"""
-SELECT r.*, coalesce(r.originating_turn_id, r.reply_key) AS turn_id
-FROM replies r JOIN (
-    SELECT (max({SORT_KEY.format(ts="first_seen", pos="first_pos")}) & {_LOW64})::BIGINT AS first_pos FROM replies
-    WHERE coverage_availability IS NOT NULL OR coverage IS NOT NULL OR coverage_reason IS NOT NULL
-       OR originating_turn_id IS NOT NULL
-    GROUP BY agent, coalesce(originating_turn_id, reply_key)
-) last_verdict USING (first_pos)
+# the turn of each reply that carries answerCoverage, and whether its verdict is the turn's last one
+TURN_ID = "coalesce(originating_turn_id, reply_key)"
+HAS_VERDICT = """(coverage_availability IS NOT NULL OR coverage IS NOT NULL OR coverage_reason IS NOT NULL
+       OR originating_turn_id IS NOT NULL)"""
+LAST_VERDICTS = f"""
+SELECT (max({FIRST_SK}) & {_LOW64})::BIGINT AS first_pos FROM replies WHERE {HAS_VERDICT}
+GROUP BY agent, {TURN_ID}
 """
+TURNS = f"SELECT r.*, {TURN_ID} AS turn_id FROM replies r SEMI JOIN last_verdicts USING (first_pos)"
 
 DAY = f"coalesce(strftime(first_seen, '%Y-%m-%d'), '{NONE}')"
 ROUTINE = f"coalesce(routine_name, routine_tool_name, '{NONE}')"
@@ -97,7 +101,8 @@ GROUP BY g, agent, conversation
 
 INSTANCES = f"""
 WITH statuses AS (
-    SELECT *, coalesce(routine_name, routine_tool_name) AS routine FROM replies
+    SELECT agent, conversation, first_seen, first_pos, routine_tool_name, routine_status, pending_input,
+           coalesce(routine_name, routine_tool_name) AS routine FROM replies
     WHERE routine_status IS NOT NULL AND coalesce(routine_name, routine_tool_name) IS NOT NULL
 ), numbered AS (
     SELECT *, 1 + coalesce(sum(CASE WHEN routine_status IN ({_TERMINAL}) THEN 1 ELSE 0 END) OVER (
@@ -106,18 +111,18 @@ WITH statuses AS (
     FROM statuses
 ), paired AS (
     SELECT *, lag(pending_input) OVER (PARTITION BY agent, conversation, routine, instance ORDER BY {ORDER})
-        AS prev_pending
+        AS prev_pending, {FIRST_SK} AS sk
     FROM numbered
 )
 SELECT agent, conversation, routine, instance,
-       first(routine_tool_name ORDER BY {ORDER}) FILTER (WHERE routine_tool_name IS NOT NULL) AS tool_name,
+       arg_min(routine_tool_name, sk) AS tool_name,
        count(*) AS turns,
        min(first_seen) AS started,
        max(first_seen) AS last_seen,
-       last(routine_status ORDER BY {ORDER}) AS last_status,
+       arg_max(routine_status, sk) AS last_status,
        -- of an abandoned instance: the required slots still pending at the status before the abandonment
-       CASE WHEN last(routine_status ORDER BY {ORDER}) = 'abandoned' THEN coalesce(list_transform(
-           list_filter(last(prev_pending ORDER BY {ORDER}), lambda slot: slot.required),
+       CASE WHEN arg_max(routine_status, sk) = 'abandoned' THEN coalesce(list_transform(
+           list_filter(arg_max_null(prev_pending, sk), lambda slot: slot.required),
            lambda slot: coalesce(slot.key, '{NONE}')), []) END AS abandoned_at
 FROM paired
 GROUP BY agent, conversation, routine, instance
@@ -134,7 +139,7 @@ GROUP BY ALL
 
 CITED_TITLES = f"""
 SELECT coalesce(c.document_id, '{NONE}') AS document_id,
-       last(c.title ORDER BY {ORDER}) FILTER (WHERE c.title IS NOT NULL) AS title
+       arg_max(c.title, {FIRST_SK}) AS title
 FROM replies, unnest(citations) AS t(c)
 GROUP BY 1
 """
@@ -314,13 +319,16 @@ class Engine:
     # facts ------------------------------------------------------------------------------------------------
 
     def build(self, what: str) -> None:
-        """Materialise `replies` or `turns` once (spilled to disk when larger than memory)."""
+        """Materialise `message_keys`, `replies`, `last_verdicts` (spilled to disk when larger than memory) or
+        the view `turns`, with what they rest on, once."""
         if what in self._built:
             return
-        if what == "turns":
-            self.build("replies")
-        sql = {"replies": REPLIES, "turns": TURNS}[what]
-        self.con.execute(f"CREATE TEMP TABLE {what} AS {sql}")
+        needs = {"message_keys": (), "replies": ("message_keys",), "last_verdicts": ("replies",)}
+        for first in needs.get(what, ("last_verdicts",)):
+            self.build(first)
+        sql = {"message_keys": KEYS, "replies": REPLIES, "last_verdicts": LAST_VERDICTS, "turns": TURNS}[what]
+        kind = "VIEW" if what == "turns" else "TABLE"
+        self.con.execute(f"CREATE TEMP {kind} {what} AS {sql}")
         self._built.add(what)
 
     def df(self, sql: str, *needs: str) -> pd.DataFrame:
@@ -355,10 +363,10 @@ class Engine:
         return frame
 
     def drop_facts(self) -> None:
-        """Free the materialised replies and turns (the report's last query is done)."""
-        for what in ("turns", "replies"):
+        """Free the materialised facts (the report's last query is done)."""
+        for what in ("turns", "last_verdicts", "replies", "message_keys"):
             if what in self._built:
-                self.con.execute(f"DROP TABLE {what}")
+                self.con.execute(f"DROP {'VIEW' if what == 'turns' else 'TABLE'} {what}")
                 self._built.discard(what)
 
     def last_reply_seen(self) -> pd.Timestamp | None:
@@ -408,16 +416,13 @@ class Engine:
         return self.df(ANOMALIES)
 
     def adoption_counts(self) -> dict[str, int]:
+        self.build("message_keys")
         (row,) = self.con.sql(
             """SELECT count(*) FILTER (WHERE binding IS DISTINCT FROM 'card'),
                       count(*) FILTER (WHERE binding IS DISTINCT FROM 'card' AND converse_requested)
                FROM exchanges"""
         ).fetchall()
-        (msg,) = self.con.sql(
-            """SELECT count(*), count(*) FILTER (WHERE carried) FROM (
-                   SELECT bool_or(coalesce(has_envelope, false)) AS carried FROM sightings
-                   GROUP BY coalesce(message_id, exchange_id || ':' || seq))"""
-        ).fetchall()
+        msg = self.con.sql("SELECT count(*), count(*) FILTER (WHERE carried) FROM message_keys").fetchall()[0]
         return {"calls": row[0], "asked": row[1], "messages": msg[0], "carried": msg[1]}
 
     def dataset_counts(self) -> dict[str, Any]:
