@@ -46,6 +46,10 @@ REPLY_VALUES = [
     "citation_count",
 ]  # fmt: skip
 REPLY_COLUMNS = ["reply_key", "conversation", "first_seen", "first_pos", "ts", "exchange_id", *REPLY_VALUES]
+# what the facts read: the table `replies` holds these (and `last_pos`, where its last sighting is); the other
+# columns of a reply are fetched from that sighting only when a caller asks for whole replies
+DETAIL_COLUMNS = ["ts", "exchange_id", "message_id", "context_id", "task_id"]
+FACT_COLUMNS = [c for c in REPLY_COLUMNS if c not in DETAIL_COLUMNS]
 _TERMINAL = ", ".join(f"'{s}'" for s in sorted(TERMINAL_ROUTINE_STATUSES))
 
 REPLY_KEY = "coalesce(message_id, 'sighting:' || exchange_id || ':' || seq)"
@@ -61,7 +65,7 @@ FROM sightings GROUP BY {REPLY_KEY}
 """
 REPLIES = f"""
 SELECT {REPLY_KEY} AS reply_key, coalesce(context_id, task_id, 'exchange:' || exchange_id) AS conversation,
-       k.first_seen, k.first_pos, ts, exchange_id, {", ".join(REPLY_VALUES)}
+       k.first_seen, k.first_pos, k.last_pos, {", ".join(c for c in REPLY_VALUES if c not in DETAIL_COLUMNS)}
 FROM sightings JOIN (SELECT * FROM message_keys WHERE carried) k ON sightings.pos = k.last_pos
 """
 
@@ -343,10 +347,20 @@ class Engine:
         return rows[0][0] if rows else None
 
     def replies(self) -> pd.DataFrame:
-        return self.df(f"SELECT * FROM replies ORDER BY {ORDER}", "replies")
+        """Whole replies: the facts' columns, and the others from each reply's last sighting."""
+        self.build("replies")
+        return self.df(f"SELECT {', '.join(REPLY_COLUMNS)} FROM ({self._whole('replies')}) ORDER BY {ORDER}")
+
+    def _whole(self, table: str) -> str:
+        have = {r[0] for r in self.con.sql(f"DESCRIBE {table}").fetchall()}
+        if "last_pos" not in have:  # built from a frame of whole replies
+            return f"SELECT * FROM {table}"
+        details = ", ".join(f"s.{c}" for c in DETAIL_COLUMNS)
+        return f"SELECT r.*, {details} FROM {table} r JOIN sightings s ON s.pos = r.last_pos"
 
     def turns(self) -> pd.DataFrame:
-        return self.df(f"SELECT * FROM turns ORDER BY {ORDER}", "turns")
+        self.build("turns")
+        return self.df(f"SELECT {', '.join(REPLY_COLUMNS)}, turn_id FROM ({self._whole('turns')}) ORDER BY {ORDER}")
 
     def conversations(self) -> pd.DataFrame:
         sql = conversations_sql()
