@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from ..a2a.constants import TERMINAL_ROUTINE_STATUSES
-from ..store.reader import table_dataset
+from ..store.reader import Journals, TableFiles, read_journals, table_files
 from ..store.schema import TABLES
-from .load import CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Frames, Window
+from .load import CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Frames, Window, journal_notes
 
 NONE = "(none)"  # the key under which a missing value is counted
 DEFAULT_MEMORY_LIMIT = "500MB"  # with the rest of the process, a report stays under 1 GiB (performance.md)
@@ -171,7 +172,7 @@ def _quote(value: str) -> str:
 
 
 def _window_sql(window: Window, ts_column: str) -> str:
-    """The window as a predicate on rows; whole `date=` partitions outside it never reach the scan (`_in_window`)."""
+    """The window as a predicate on rows; whole `date=` partitions outside it never reach the scan (`table_files`)."""
     parts = []
     if window.agents:
         parts.append(f"agent IN ({', '.join(_quote(a) for a in window.agents)})")
@@ -182,16 +183,28 @@ def _window_sql(window: Window, ts_column: str) -> str:
     return " AND ".join(parts) or "TRUE"
 
 
-def _in_window(files: list[str], window: Window) -> list[str]:
-    """Partition pruning before any file is opened: the `date=` directories outside the window are dropped."""
-    first = window.since.strftime("%Y-%m-%d") if window.since else None
-    last = window.until.strftime("%Y-%m-%d") if window.until else None
-    kept = []
-    for f in files:
-        day = Path(f).parent.name.removeprefix("date=")
-        if (first is None or day >= first) and (last is None or day <= last):
-            kept.append(f)
-    return kept
+def _journals_then_files(
+    root: str | Path, first: str | None, last: str | None
+) -> tuple[Journals, dict[str, TableFiles]]:
+    """The journals, then the Parquet files. In this order a roll-over between the two shows its rows twice
+    (once journaled, once rolled; the facts count each message and exchange once) rather than not at all; a
+    journal that vanished while being read means a roll-over is under way, and the reading starts again."""
+    for _ in range(5):
+        journals = read_journals(root)
+        listed = {t: table_files(root, t, first, last) for t in TABLES}
+        if all(Path(p).exists() for p in journals.paths):
+            break
+    return journals, listed
+
+
+def _journaled(tables: list[pa.Table], table: str, columns: list[str], after: int) -> pa.Table:
+    """Journaled batches with the table's plain types and a position after the `after` Parquet files."""
+    schema = pa.schema([pa.field(c, _plain_type(TABLES[table].field(c).type)) for c in columns])
+    out, positions = [], []
+    for i, t in enumerate(tables):
+        out.append(t.select(columns).cast(schema))
+        positions.append(pa.array(((after + i) << 40) + np.arange(t.num_rows, dtype=np.int64)))
+    return pa.concat_tables(out).append_column("pos", pa.chunked_array(positions, pa.int64()))
 
 
 def _plain_type(t: pa.DataType) -> pa.DataType:
@@ -221,6 +234,8 @@ class Engine:
 
     def __init__(self, con: duckdb.DuckDBPyConnection, root: str, present: list[str], spill: str) -> None:
         self.con, self.root, self.present = con, root, present
+        self.skipped: list[tuple[str, str]] = []  # files in the dataset that are not its own: (path, why)
+        self.journals = Journals()  # the rows read from journals, and whose writers live
         self._built: set[str] = set()
         # closed on close(), or when the engine is collected or the interpreter exits (a notebook may never close)
         self._finalizer = weakref.finalize(self, _release, con, spill)
@@ -247,36 +262,48 @@ class Engine:
         memory_limit: str | None = DEFAULT_MEMORY_LIMIT,
         threads: int | None = None,
     ) -> Engine:
-        """Views over the Parquet files of `root`, narrowed to the window (pushed down to the scan)."""
+        """Views over the Parquet files of `root` and the rows still in its journals, narrowed to the window
+        (pushed down to the scan). Files that are not the dataset's are skipped and listed in `skipped`."""
         window = window or Window()
         con, spill = cls._connect(memory_limit, threads)
-        present = []
+        first = window.since.strftime("%Y-%m-%d") if window.since else None
+        last = window.until.strftime("%Y-%m-%d") if window.until else None
+        journals, listed = _journals_then_files(root, first, last)
+        present, skipped = [], []
         for table, columns, ts in (
             ("messages", [*MESSAGE_COLUMNS, "object_kind"], "ts"),
             ("exchanges", EXCHANGE_COLUMNS, "ts_start"),
             ("agent_cards", CARD_COLUMNS, "ts"),
         ):
-            dataset = table_dataset(root, table)
-            if dataset is not None:
-                present.append(table)
-            files = _in_window(dataset.files, window) if dataset is not None else []
-            if not files:
-                con.register(f"_{table}_empty", _arrow(pd.DataFrame(), table, columns))
-                source = f"(SELECT *, NULL::BIGINT AS pos FROM _{table}_empty)"
-            else:
-                listed = ", ".join(_quote(f) for f in files)
-                scan = f"read_parquet([{listed}], union_by_name = true)"
+            files = listed[table].files
+            skipped += listed[table].foreign
+            parts = []
+            if files:
+                listed_sql = ", ".join(_quote(f) for f in files)
+                scan = f"read_parquet([{listed_sql}], union_by_name = true)"
                 found = {r[0] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
                 select = ", ".join(c if c in found else f"NULL AS {c}" for c in columns)  # columns older files lack
                 pos = "(file_index::BIGINT << 40) + file_row_number"  # where in the dataset: file, row
-                source = f"(SELECT {select}, {pos} AS pos FROM {scan})"
+                parts.append(f"SELECT {select}, {pos} AS pos FROM {scan}")
+            pending = journals.tables[table]
+            if pending:  # after every file, in the order they were journaled
+                con.register(f"_{table}_journaled", _journaled(pending, table, columns, len(files)))
+                parts.append(f"SELECT {', '.join(columns)}, pos FROM _{table}_journaled")
+            if not parts:
+                con.register(f"_{table}_empty", _arrow(pd.DataFrame(), table, columns))
+                parts.append(f"SELECT *, NULL::BIGINT AS pos FROM _{table}_empty")
+            else:
+                present.append(table)
             where = _window_sql(window, ts)
             name = "sightings" if table == "messages" else table
             if table == "messages":
                 where += " AND role = 'agent' AND object_kind = 'message'"
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM {source} WHERE {where}")
+            source = " UNION ALL BY NAME ".join(f"({p})" for p in parts)
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM ({source}) WHERE {where}")
         present = [t for t in TABLES if t in present]
-        return cls(con, str(root), present, spill)
+        engine = cls(con, str(root), present, spill)
+        engine.skipped, engine.journals = skipped, journals
+        return engine
 
     @classmethod
     def over_frames(
@@ -309,6 +336,11 @@ class Engine:
             con.execute("CREATE TEMP TABLE replies AS SELECT * FROM _replies_in")
             engine._built.add("replies")
         return engine
+
+    def reading_notes(self) -> list[str]:
+        """What a reader of the report must know about what was read: foreign files skipped, journaled rows."""
+        notes = [f"skipped {path}: {why}, not a file of this dataset" for path, why in self.skipped]
+        return notes + journal_notes(self.journals, self.root)
 
     def close(self) -> None:
         """Close the connection and remove the spill directory."""
@@ -432,15 +464,15 @@ class Engine:
     def adoption_counts(self) -> dict[str, int]:
         self.build("message_keys")
         (row,) = self.con.sql(
-            """SELECT count(*) FILTER (WHERE binding IS DISTINCT FROM 'card'),
-                      count(*) FILTER (WHERE binding IS DISTINCT FROM 'card' AND converse_requested)
-               FROM exchanges"""
+            """SELECT count(DISTINCT exchange_id) FILTER (WHERE binding IS DISTINCT FROM 'card'),
+                      count(DISTINCT exchange_id) FILTER (WHERE binding IS DISTINCT FROM 'card' AND converse_requested)
+               FROM exchanges"""  # an exchange ingested twice, or journaled and rolled, is one call
         ).fetchall()
         msg = self.con.sql("SELECT count(*), count(*) FILTER (WHERE carried) FROM message_keys").fetchall()[0]
         return {"calls": row[0], "asked": row[1], "messages": msg[0], "carried": msg[1]}
 
     def dataset_counts(self) -> dict[str, Any]:
-        ex = self.scalar("SELECT count(*) FROM exchanges")
+        ex = self.scalar("SELECT count(DISTINCT exchange_id) FROM exchanges")
         ((sightings, first, last),) = self.con.sql("SELECT count(*), min(ts), max(ts) FROM sightings").fetchall()
         agents = [
             r[0]

@@ -212,7 +212,7 @@ def build_report(
         anomalies = engine.anomalies()
         cards = source.agent_cards if isinstance(source, Frames) else engine.cards()
         present, root = engine.present, engine.root
-    notes = []
+        notes = engine.reading_notes()
     missing = [t for t in ("exchanges", "messages", "agent_cards") if t not in present]
     if not present:
         notes.append("the dataset holds no Parquet files yet: record or ingest some traffic first")
