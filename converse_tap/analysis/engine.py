@@ -237,6 +237,7 @@ class Engine:
         self.skipped: list[tuple[str, str]] = []  # files in the dataset that are not its own: (path, why)
         self.journals = Journals()  # the rows read from journals, and whose writers live
         self._built: set[str] = set()
+        self._messages: tuple[int, int] | None = None  # distinct agent messages, those with the envelope
         # closed on close(), or when the engine is collected or the interpreter exits (a notebook may never close)
         self._finalizer = weakref.finalize(self, _release, con, spill)
 
@@ -366,6 +367,15 @@ class Engine:
         kind = "VIEW" if what == "turns" else "TABLE"
         self.con.execute(f"CREATE TEMP {kind} {what} AS {sql}")
         self._built.add(what)
+        if what == "replies" and "message_keys" in self._built:  # all it was for but adoption: count, then free
+            self._messages = self._count_messages()
+            self.con.execute("DROP TABLE message_keys")
+            self._built.discard("message_keys")
+
+    def _count_messages(self) -> tuple[int, int]:
+        self.build("message_keys")
+        (row,) = self.con.sql("SELECT count(*), count(*) FILTER (WHERE carried) FROM message_keys").fetchall()
+        return row[0], row[1]
 
     def df(self, sql: str, *needs: str) -> pd.DataFrame:
         for what in needs:
@@ -462,13 +472,12 @@ class Engine:
         return self.df(ANOMALIES)
 
     def adoption_counts(self) -> dict[str, int]:
-        self.build("message_keys")
         (row,) = self.con.sql(
             """SELECT count(DISTINCT exchange_id) FILTER (WHERE binding IS DISTINCT FROM 'card'),
                       count(DISTINCT exchange_id) FILTER (WHERE binding IS DISTINCT FROM 'card' AND converse_requested)
                FROM exchanges"""  # an exchange ingested twice, or journaled and rolled, is one call
         ).fetchall()
-        msg = self.con.sql("SELECT count(*), count(*) FILTER (WHERE carried) FROM message_keys").fetchall()[0]
+        msg = self._messages if self._messages is not None else self._count_messages()
         return {"calls": row[0], "asked": row[1], "messages": msg[0], "carried": msg[1]}
 
     def dataset_counts(self) -> dict[str, Any]:
