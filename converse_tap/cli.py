@@ -285,6 +285,15 @@ def _load(dataset: Path, window: Window, error: type[click.ClickException] = cli
         raise error(f"cannot read the dataset {dataset}: {e}") from e
 
 
+def _skipped(files: list[tuple[str, str]], error: type[click.ClickException] | None) -> None:
+    """Files in a dataset that are not its own: warned about and skipped, or (`error`) refused."""
+    if files and error is not None:
+        named = "; ".join(f"{path} ({why})" for path, why in files)
+        raise error(f"files in the dataset that are not its own: {named}; move them out of the dataset")
+    for path, why in files:
+        click.echo(f"warning: skipped {path}: {why}", err=True)
+
+
 def _report(
     dataset: Path,
     window: Window,
@@ -303,8 +312,8 @@ def _report(
     except (OSError, ValueError, duckdb.Error) as e:
         raise read_error(e, dataset, error) from e
     try:
-        if not engine.present and options.pop("require_data", False):
-            raise error(f"{dataset} holds no Parquet files: nothing to check")
+        _skipped(engine.skipped, error if options.get("require_data") else None)
+        # a dataset (check_source said so) with no rows in the window: the empty basis is what `check` reports
         options.pop("require_data", None)
         return build_report(engine, window, **options)
     except (OSError, duckdb.Error) as e:
@@ -634,10 +643,15 @@ def agents(dataset: Path, fmt: str) -> None:
     import json
 
     from .analysis.agents import agents_overview, agents_text
+    from .analysis.load import journal_notes
 
     window = _window((), None, None)
     check_source(dataset, window)
-    overview = agents_overview(_load(dataset, window))
+    frames = _load(dataset, window)
+    _skipped(frames.skipped, None)
+    for note in journal_notes(frames.journals, dataset):
+        click.echo(f"note: {note}", err=True)
+    overview = agents_overview(frames)
     click.echo(json.dumps(overview, indent=2) if fmt == "json" else agents_text(overview), nl=fmt == "json")
 
 

@@ -3,7 +3,7 @@
 `python -m converse_tap.addon.worker`, started by the addon (channel.py) with a pipe on stdin. Everything that
 costs CPU or memory in proportion to what the wire says — decompression, SSE splitting, JSON, the envelope,
 Arrow and Parquet — happens here, so that none of it can slow, grow or stop the proxy. Summary lines go to
-stdout, which it shares with mitmproxy's own log.
+stderr, which it shares with mitmproxy: chatter, never mixed into what a command prints as data.
 """
 
 from __future__ import annotations
@@ -242,7 +242,7 @@ class Worker:
         self.replies += ext.exchange["replies"]
         self.anomalies += len(ext.exchange["anomalies"]) + sum(len(m["anomalies"]) for m in ext.messages)
         for line in summary_lines(ext, self.summary):
-            print(line, flush=True)
+            print(line, file=sys.stderr, flush=True)
 
     def _check_card(self, ext: Extraction) -> None:
         """A card fetched through a reverse-mode recorder that sends clients straight to the agent: say so, once
@@ -279,6 +279,7 @@ class Worker:
             f"counts them need `converse-tap report`), {self.anomalies} anomalies, "
             f"rows written "
             f"{s.rows_written}, {s.rows_dropped} dropped, {self.failures} extraction failures",
+            file=sys.stderr,
             flush=True,
         )
 

@@ -29,6 +29,8 @@ def agents_overview(frames: Frames) -> list[dict[str, Any]]:
     """One entry per agent seen in traffic or cards, with the latest card of each source."""
     ex, cards = frames.exchanges, frames.agent_cards
     traffic = ex[ex["binding"].astype(object) != "card"] if not ex.empty else ex
+    if "exchange_id" in traffic.columns:  # an exchange ingested twice is one call
+        traffic = traffic.drop_duplicates("exchange_id")
     calls = traffic.groupby("agent").size().to_dict() if not traffic.empty else {}
     seen = set(map(str, calls)) | (set(map(str, cards["agent"].dropna())) if not cards.empty else set())
     names = sorted(seen)

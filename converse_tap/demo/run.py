@@ -49,6 +49,7 @@ async def start_proxy(out: Path, mode: str | None = None) -> tuple[DumpMaster, a
     ready = _Ready()
     opts.update_defer(
         converse_tap_dir=str(out),
+        converse_tap_summary="off",  # the demo prints its report, not a line per exchange
         listen_host="127.0.0.1",
         listen_port=0,
         flow_detail=0,

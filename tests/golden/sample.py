@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from converse_tap.a2a.extract import extract
+from converse_tap.a2a.extract import Extraction, extract
 from converse_tap.a2a.redact import TextPolicy
 from converse_tap.addon.flows import exchange_from_flow
 from converse_tap.store.writer import DatasetWriter
@@ -23,6 +23,15 @@ def _reply(mid: str, ctx: str, minute: int, **env: object):
 
 
 def build_sample(out: Path) -> None:
+    writer = DatasetWriter(out, flush_interval=60)
+    writer.start()
+    for ext in sample_extractions():
+        writer.submit(ext)
+    writer.close()
+
+
+def sample_extractions() -> list[Extraction]:
+    """The sample's exchanges, extracted: 8 A2A calls (7 replies, one polled again) and one agent card."""
     cov = lambda c, r: {"availability": "assessed", "coverage": c, "reason": r}  # noqa: E731
     flows = [
         _reply("a1", "c1", 0),
@@ -69,11 +78,10 @@ def build_sample(out: Path) -> None:
         "skills": [{"id": "book_table"}],
     }
     flows.append(a2a_flow(method="GET", path="/.well-known/agent-card.json", response=json.dumps(card).encode()))
-    writer = DatasetWriter(out, flush_interval=60)
-    writer.start()
+    out = []
     for i, flow in enumerate(flows):
         flow.id = f"ex-{i:02d}"
         ext = extract(exchange_from_flow(flow), TextPolicy())
         assert ext is not None
-        writer.submit(ext)
-    writer.close()
+        out.append(ext)
+    return out
