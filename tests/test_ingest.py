@@ -58,7 +58,7 @@ def _entry(text: str = "hi", url: str = "http://agent.test/a2a") -> dict:
 
 def test_flow_file_and_har(tmp_path: Path) -> None:
     _flow_file(tmp_path / "a.mitm", 3)
-    _har(tmp_path / "b.har", [_entry(), _entry()])
+    _har(tmp_path / "b.har", [_entry("one"), _entry("two")])
     result = ingest([tmp_path / "a.mitm", tmp_path / "b.har"], tmp_path / "out", TextPolicy())
     assert (result.files, result.flows, result.exchanges, result.errors) == (2, 5, 5, [])
     ex = load(tmp_path / "out", "exchanges")
