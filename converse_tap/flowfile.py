@@ -28,7 +28,7 @@ from mitmproxy.io import compat, tnetstring
 from .a2a.exchange import HttpExchange
 from .addon.flows import DEFAULT_MAX_BODY, PREFIX, exchange_from_state
 
-_RELEASE = 64 * 1024 * 1024  # bytes of mapped file read between two releases of their pages
+_RELEASE = 4 * 1024 * 1024  # bytes of mapped file read between two releases of their pages
 _BYTES, _STR, _INT, _FLOAT, _BOOL, _NULL, _LIST, _DICT = b",;#^!~]}"
 _PAGE = mmap.ALLOCATIONGRANULARITY
 _KEY_TAGS = (_STR, _BYTES)

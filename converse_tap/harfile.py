@@ -68,7 +68,7 @@ class _Text:
         try:
             text = self.decoder.decode(data, final=not data)
         except UnicodeDecodeError as e:
-            raise HarError(f"byte {self.pos.offset - len(data) + e.start}", "not UTF-8 text, so not a HAR file") from e
+            raise HarError(f"byte {self.pos.offset - len(data) + e.start}", "not UTF-8 text") from e
         if not data:
             self.eof = True
         if self.i > CHUNK:  # drop what was consumed, keeping line numbers right
@@ -143,7 +143,7 @@ def entries(path: Path, pos: HarPosition | None = None) -> Iterator[dict[str, An
                     continue
                 found = True
                 if t.peek() != "[":
-                    raise HarError("log.entries", "not a list; this is not a HAR file")
+                    raise HarError("log.entries", "not a list")
                 t.expect("[")
                 if t.peek() == "]":
                     t.i += 1
@@ -157,7 +157,7 @@ def entries(path: Path, pos: HarPosition | None = None) -> Iterator[dict[str, An
                         break
                     t.expect(",")
         if not found:
-            raise HarError("log.entries", "missing; this is not a HAR file")
+            raise HarError("log.entries", "missing")
 
 
 def _keys(t: _Text) -> Iterator[str]:

@@ -8,7 +8,9 @@ through one writer, so a parallel ingest writes about as many files as a single 
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
@@ -32,7 +34,7 @@ PART_BYTES = 8 * 1024 * 1024  # below this much input, ingest stays in one proce
 BATCH_EXCHANGES = 2048  # rows are journaled at least this often...
 BATCH_BYTES = 16 * 1024 * 1024  # ...and after this many bytes of bodies read
 ROLLOVER_ROWS = 1_000_000
-ROLLOVER_BYTES = 32 * 1024 * 1024  # of journal: the size of what a roll-over reads back into memory
+ROLLOVER_BYTES = 16 * 1024 * 1024  # of journal: the size of what a roll-over reads back into memory
 NOT_STORED = "response_body_not_stored"
 
 
@@ -174,6 +176,8 @@ _PROGRESS: Any = None  # shared counters of a worker process: bytes read, flows,
 def _init_worker(progress: Any) -> None:
     global _PROGRESS
     _PROGRESS = progress
+    if "pandas" not in sys.modules:  # a worker process only ingests
+        sys.meta_path.insert(0, _NoPandas())
 
 
 class _Run:
@@ -216,7 +220,8 @@ class _Run:
             try:
                 self._read(source, lambda: fpos.offset - part.start)
             except flowfile.Damaged as e:
-                raise IngestError(part.path, f"byte {e.offset} (after flow {fpos.flows})", e.reason) from e
+                reason = f"{e.reason}; {NOT_A_CAPTURE}" if e.offset == 0 else e.reason
+                raise IngestError(part.path, f"byte {e.offset} (after flow {fpos.flows})", reason) from e
         if self.report is not None:
             self.report(self.done_bytes + part.size(), self.result.flows)
 
@@ -291,7 +296,7 @@ def _har_exchanges(path: Path, max_body: int, pos: harfile.HarPosition) -> Itera
             yield ex
     except harfile.HarError as e:
         position = e.position if i < 0 or not e.position.startswith("log.") else f"log.entries[{i + 1}]"
-        reason = e.reason if i >= 0 or "not a HAR" in e.reason else f"{e.reason}; {NOT_A_CAPTURE}"
+        reason = e.reason if i >= 0 else f"{e.reason}; {NOT_A_CAPTURE}"
         raise IngestError(path, position, reason) from e
 
 
@@ -391,3 +396,81 @@ def _merge(into: IngestResult, part: IngestResult) -> None:
     into.write_error = into.write_error or part.write_error
     into.interrupted = into.interrupted or part.interrupted
     into.parquet_files += part.parquet_files
+
+
+def report_lines(result: IngestResult, out: Path) -> list[tuple[str, str]]:
+    """What `converse-tap ingest` says about `result`: (level, text) pairs, level "info", "warning" or "error"."""
+    lines: list[tuple[str, str]] = []
+    if result.not_stored:
+        lines.append(
+            (
+                "warning",
+                f"{result.not_stored} response(s) have no body in the capture (streamed responses saved without "
+                "`--set store_streamed_bodies=true`): their exchanges are recorded incomplete, with the anomaly "
+                f"{NOT_STORED}; capture with that option to record their events",
+            )
+        )
+    if result.write_error or result.unwritten or result.waiting:
+        waiting = sum(result.waiting.values())
+        text = f"{result.write_error or 'writing failed'}: {result.unwritten} rows were not written and are lost"
+        if waiting:
+            dirs = ", ".join(str(d) for d in result.waiting)
+            text += f"; {waiting} rows wait in {dirs}: run `converse-tap recover {out}` once there is space"
+        text += f". Free space and ingest again: the {result.exchanges} exchanges read are skipped if present"
+        lines.append(("error", text))
+    elif result.interrupted:
+        lines.append(
+            (
+                "error",
+                f"interrupted after {result.flows} flows: what was read is in {out}; the rest of the input is not. "
+                "Run the same ingest again to complete it (exchanges already present are skipped)",
+            )
+        )
+    else:
+        dup = f"; {result.duplicates} flows were already present and skipped" if result.duplicates else ""
+        readable = result.files - len({e.path for e in result.errors if e.reason.endswith(NOT_A_CAPTURE)})
+        lines.append(
+            (
+                "info",
+                f"ingested {result.flows} flows from {readable} file(s): {result.exchanges} new A2A exchanges into "
+                f"{out}{dup}",
+            )
+        )
+    lines.extend(("error", str(e)) for e in result.errors)
+    return lines
+
+
+class _NoPandas:
+    """A finder that keeps pandas out of an ingest process: pyarrow imports it (1.5 s, ~40 MiB) only to ask
+    whether a value is a pandas object, which ingest rows never are."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas":
+            raise ModuleNotFoundError("pandas is kept out of ingest processes", name=name)
+
+
+@contextlib.contextmanager
+def without_pandas() -> Iterator[None]:
+    """While ingesting in a process that has not loaded pandas, keep it from being loaded."""
+    if "pandas" in sys.modules:
+        yield
+        return
+    finder = _NoPandas()
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+
+
+def forget_dataset(out: Path) -> None:
+    """Remove a dataset directory this ingest created and wrote nothing into (its salt, empty folders)."""
+    from .store.files import SALT_FILE
+
+    with contextlib.suppress(OSError):
+        (out / SALT_FILE).unlink(missing_ok=True)
+    for d in sorted((p for p in out.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            d.rmdir()
+    with contextlib.suppress(OSError):
+        out.rmdir()
