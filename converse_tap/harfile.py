@@ -45,6 +45,7 @@ class HarError(Exception):
 class HarPosition:
     offset: int = 0  # bytes of the file read so far
     entries: int = 0
+    started: bool = False  # `log.entries` was found: the file is a HAR
 
 
 class _Text:
@@ -145,6 +146,7 @@ def entries(path: Path, pos: HarPosition | None = None) -> Iterator[dict[str, An
                 if t.peek() != "[":
                     raise HarError("log.entries", "not a list")
                 t.expect("[")
+                pos.started = True
                 if t.peek() == "]":
                     t.i += 1
                     continue

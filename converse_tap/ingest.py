@@ -296,7 +296,7 @@ def _har_exchanges(path: Path, max_body: int, pos: harfile.HarPosition) -> Itera
             yield ex
     except harfile.HarError as e:
         position = e.position if i < 0 or not e.position.startswith("log.") else f"log.entries[{i + 1}]"
-        reason = e.reason if i >= 0 else f"{e.reason}; {NOT_A_CAPTURE}"
+        reason = e.reason if pos.started else f"{e.reason}; {NOT_A_CAPTURE}"
         raise IngestError(path, position, reason) from e
 
 
