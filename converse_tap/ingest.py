@@ -416,7 +416,10 @@ def report_lines(result: IngestResult, out: Path) -> list[tuple[str, str]]:
         if waiting:
             dirs = ", ".join(str(d) for d in result.waiting)
             text += f"; {waiting} rows wait in {dirs}: run `converse-tap recover {out}` once there is space"
-        text += f". Free space and ingest again: the {result.exchanges} exchanges read are skipped if present"
+        text += (
+            f". Of {result.exchanges} exchanges read, the rest are in {out}; free space and run the same ingest "
+            "again (exchanges already present are skipped)"
+        )
         lines.append(("error", text))
     elif result.interrupted:
         lines.append(
