@@ -116,24 +116,21 @@ def main() -> None:
         for rep in range(args.reps):
             for v in variants:
                 out = Path(tmp) / f"out-{v}-{rep}"
-                runs[v].append(_child([ "--child", v, str(capture), str(out)]))
+                runs[v].append(_child(["--child", v, str(capture), str(out)]))
                 shutil.rmtree(out, ignore_errors=True)
     rate = {v: statistics.median(r["flows"] / r["secs"] for r in rs) for v, rs in runs.items()}
     print(f"{'variant':<22} {'flows/s':>9} {'range':>15} {'peak RSS MiB':>13}")
     for v, rs in runs.items():
         rates = [r["flows"] / r["secs"] for r in rs]
         name = "floor (tnetstring.load)" if v == "floor" else f"ingest jobs={v}"
-        print(
-            f"{name:<22} {rate[v]:9,.0f} {min(rates):7,.0f}-{max(rates):<7,.0f} "
-            f"{max(r['rss'] for r in rs):13.0f}"
-        )
+        print(f"{name:<22} {rate[v]:9,.0f} {min(rates):7,.0f}-{max(rates):<7,.0f} {max(r['rss'] for r in rs):13.0f}")
     for v in variants[1:]:
         r = runs[v][-1]
         print(
             f"jobs={v}: "
             + "; ".join(
-                f"{t} {r[t + '_rows']:,.0f} rows in {r[t + '_files']:.0f} files, {r[t + '_row_groups']:.0f} row groups, "
-                f"{r[t + '_mib']:.2f} MiB"
+                f"{t} {r[t + '_rows']:,.0f} rows in {r[t + '_files']:.0f} files, "
+                f"{r[t + '_row_groups']:.0f} row groups, {r[t + '_mib']:.2f} MiB"
                 for t in ("exchanges", "messages", "agent_cards")
             )
         )

@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from mitmproxy import version
 from mitmproxy.io import compat, tnetstring
@@ -235,7 +235,7 @@ def _whole(buf: Any, start: int, stop: int, tag: int) -> dict[str, Any]:
     state = tnetstring.parse(tag, memoryview(buf[start:stop]))
     if not isinstance(state, dict):
         raise _Bad(f"a {type(state).__name__}, not a flow")
-    migrated: dict[str, Any] = compat.migrate_flow(state)  # type: ignore[arg-type]
+    migrated: dict[str, Any] = cast(dict[str, Any], compat.migrate_flow(state))  # a flow state has str keys
     return migrated
 
 

@@ -111,9 +111,9 @@ class _Text:
                     self.want = min(self.want * 2, 64 * CHUNK)  # a large value: read on in larger steps
                     continue
                 raise self.error(e.msg, e.pos) from e
-            if end >= len(self.buf) and not self.eof and isinstance(doc, (int, float)):
-                if self.more():  # a number cut at the end of what was read: read on
-                    continue
+            cut_number = end >= len(self.buf) and not self.eof and isinstance(doc, (int, float))
+            if cut_number and self.more():  # a number cut at the end of what was read: read on
+                continue
             self.i = end
             self.want = CHUNK
             return doc
@@ -204,7 +204,7 @@ def exchange(entry: Any, max_body: int = DEFAULT_MAX_BODY) -> HttpExchange:
     if not isinstance(entry, dict):
         raise TypeError(f"a {type(entry).__name__}, not an entry")
     anomalies: list[str] = []
-    timings = entry.get("timings") if isinstance(entry.get("timings"), dict) else {}
+    timings: dict[str, Any] = entry["timings"] if isinstance(entry.get("timings"), dict) else {}
     total = _number(entry.get("time") or 0, "time", anomalies)
     waits = [_number(timings.get(k), k, anomalies) for k in ("blocked", "dns", "connect", "send", "wait")]
     flow = har.request_to_flow({**entry, "time": total or 0.0})
@@ -227,4 +227,4 @@ def _times(
             anomalies.append("har_timing_unrepresentable:sum")
             first, end = start, None
         flow.response.timestamp_start = first
-        flow.response.timestamp_end = end  # type: ignore[assignment]
+        flow.response.timestamp_end = end

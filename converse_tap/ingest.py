@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import sys
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -79,7 +78,7 @@ class Part:
 
 
 def kind(path: Path) -> str:
-    """"flows" or "har"; IngestError when the file is neither (or cannot be read)."""
+    """ "flows" or "har"; IngestError when the file is neither (or cannot be read)."""
     try:
         with open(path, "rb") as f:
             head = f.read(64)

@@ -35,7 +35,20 @@ from tests.factories import (
 
 _AGENTS = [("support.agents.test", 443, "https"), ("billing.agents.test", 443, "https"), ("agent.test", 9000, "http")]
 _STATES = ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED"]
-_WORDS = "return order refund delivery invoice account password shipping tracking warranty size colour".split()
+_WORDS = [
+    "return",
+    "order",
+    "refund",
+    "delivery",
+    "invoice",
+    "account",
+    "password",
+    "shipping",
+    "tracking",
+    "warranty",
+    "size",
+    "colour",
+]
 
 
 def _certificate() -> bytes:
@@ -181,7 +194,7 @@ class _Gen:
         body = jsonrpc_request("SendStreamingMessage", {"message": user}, rid=rid)
         n = self.rng.randint(3, 10)
         events = []
-        for i in range(n - 1):
+        for _ in range(n - 1):
             ev = status_event(self.rng.choice(_STATES), agent_message(self.uid(), self.text(3, 15), env=None), rid)
             ev["result"]["statusUpdate"].update(taskId=task, contextId=ctx)
             events.append(ev)
@@ -205,7 +218,9 @@ class _Gen:
         rid = self.rng.randint(1, 10**6)
         body = jsonrpc_request("SendMessage", {"message": user_message(self.uid(), self.text(3, 10))}, rid=rid)
         err = {"code": -32001, "message": "Task not found", "data": [{"reason": "TASK_NOT_FOUND"}]}
-        return self.state("POST", "/a2a/jsonrpc", body, json.dumps({"jsonrpc": "2.0", "id": rid, "error": err}).encode())
+        return self.state(
+            "POST", "/a2a/jsonrpc", body, json.dumps({"jsonrpc": "2.0", "id": rid, "error": err}).encode()
+        )
 
     def card(self) -> dict[str, Any]:
         host, port, scheme = agent = self.rng.choice(_AGENTS)
@@ -215,14 +230,18 @@ class _Gen:
             "version": "1.2.0",
             "supportedInterfaces": [{"url": f"{scheme}://{host}:{port}/a2a/jsonrpc", "protocolBinding": "JSONRPC"}],
             "capabilities": {"streaming": True, "extensions": [{"uri": EXT, "required": False}]},
-            "skills": [{"id": f"skill-{i}", "name": self.text(1, 3), "description": self.text(5, 15)} for i in range(4)],
+            "skills": [
+                {"id": f"skill-{i}", "name": self.text(1, 3), "description": self.text(5, 15)} for i in range(4)
+            ],
         }
         return self.state("GET", "/.well-known/agent-card.json", b"", json.dumps(card).encode(), agent=agent)
 
     def other(self) -> dict[str, Any]:
         if self.rng.random() < 0.5:
             page = b"<!doctype html><html><body>" + self.text(100, 300).encode() + b"</body></html>"
-            return self.state("GET", "/index.html", b"", page, content_type="text/html", agent=("www.test", 443, "https"))
+            return self.state(
+                "GET", "/index.html", b"", page, content_type="text/html", agent=("www.test", 443, "https")
+            )
         return self.state("GET", "/api/status", b"", b'{"ok": true}', agent=("metrics.test", 443, "https"))
 
     def dropped(self) -> dict[str, Any]:

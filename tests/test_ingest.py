@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from click.testing import CliRunner
 from mitmproxy import io
 
@@ -229,7 +228,9 @@ def test_non_captures_are_named_and_nothing_is_created(tmp_path: Path) -> None:
 def test_a_non_capture_among_captures_is_reported_and_the_rest_ingested(tmp_path: Path) -> None:
     _flow_file(tmp_path / "a.mitm", 2)
     (tmp_path / "notes.txt").write_text("not a capture")
-    r = CliRunner().invoke(cli, ["ingest", str(tmp_path / "a.mitm"), str(tmp_path / "notes.txt"), "--out", str(tmp_path / "out")])
+    r = CliRunner().invoke(
+        cli, ["ingest", str(tmp_path / "a.mitm"), str(tmp_path / "notes.txt"), "--out", str(tmp_path / "out")]
+    )
     assert r.exit_code == 1 and "notes.txt: byte 0: not a mitmproxy flow file or HAR" in r.stderr
     assert len(load(tmp_path / "out", "exchanges")) == 2
 
@@ -283,7 +284,9 @@ def test_a_gzip_bomb_in_a_flow_file_costs_only_its_exchange(tmp_path: Path) -> N
         "r = ingest([Path(sys.argv[1])], Path(sys.argv[2]), TextPolicy()); print(r.exchanges, len(r.errors));"
         "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])"
     )
-    proc = subprocess.run([sys.executable, "-c", code, str(path), str(tmp_path / "out")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(path), str(tmp_path / "out")], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
     counts, peak_kib = proc.stdout.split("\n")[:2]
     assert counts == "3 0"
@@ -325,7 +328,9 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_disk_full_says_what_was_not_written(tmp_path: Path, capture: Path) -> None:
     out = tmp_path / "out"
-    proc = _cli_process(["ingest", str(capture), "--out", str(out), "--jobs", "1"], fsize=1 << 20, stderr=subprocess.PIPE)
+    proc = _cli_process(
+        ["ingest", str(capture), "--out", str(out), "--jobs", "1"], fsize=1 << 20, stderr=subprocess.PIPE
+    )
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err
     assert "ingested" not in err and "Traceback" not in err

@@ -82,8 +82,9 @@ class DatasetWriter:
     `submit` is safe from any thread, never blocks and never wakes the worker: the worker thread wakes every
     `flush_interval` seconds, runs the extraction jobs queued since, appends their rows to the journals, and
     rolls the journals into Parquet
-    every `rollover_rows` rows, `rollover_bytes` bytes of journal (when given) or `rollover_seconds`. When the disk fails, rows wait in memory (at most
-    `max_pending_rows`; beyond that they are counted as dropped) and are retried every flush interval.
+    every `rollover_rows` rows, `rollover_bytes` bytes of journal (when given) or `rollover_seconds`.
+    When the disk fails, rows wait in memory (at most `max_pending_rows`; beyond that they are counted as
+    dropped) and are retried every flush interval.
     """
 
     def __init__(
@@ -335,9 +336,9 @@ class DatasetWriter:
 
     def _rollover_due(self) -> bool:
         rows = sum(j.rows for j in self._journals.values())
-        if self.rollover_bytes is not None and rows > 0:
-            if sum(j.file.tell() for j in self._journals.values()) >= self.rollover_bytes:
-                return True
+        journal_bytes = sum(j.file.tell() for j in self._journals.values()) if self.rollover_bytes else 0
+        if rows > 0 and self.rollover_bytes and journal_bytes >= self.rollover_bytes:
+            return True
         return rows >= self.rollover_rows or (rows > 0 and time.monotonic() - self._last_roll >= self.rollover_seconds)
 
     def _rollover(self) -> None:
