@@ -13,6 +13,7 @@ import click
 
 from . import __version__
 from .a2a.redact import TEXT_POLICIES, TextPolicy
+from .textsafe import safe_line
 
 if TYPE_CHECKING:  # the analysis imports pandas: only the commands that need it load it
     from .analysis.load import Frames, Window
@@ -107,7 +108,15 @@ def record(
     type=click.IntRange(min=1),
     help="Processes sharing the input (above 8 MiB of it); default: one per CPU core.",
 )
-def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None) -> None:
+@click.option(
+    "--redact",
+    "redact",
+    multiple=True,
+    metavar="REGEX",
+    help="Also redact what this regular expression matches in every stored URL (its groups only, if it has any); "
+    "repeatable. Credentials in userinfo, JWTs, ;jsessionid= and secret query values are always redacted.",
+)
+def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None, redact: tuple[str, ...]) -> None:
     """Import mitmproxy flow files (mitmdump -w) and HAR files into a dataset.
 
     \b
@@ -116,11 +125,16 @@ def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None) -> N
     A damaged file is reported with its position; what came before the damage is kept (exit 1). Exchanges
     already in the dataset are skipped. A progress bar shows on a terminal.
     """
+    from .a2a.redact import Redaction
     from .ingest import NOT_A_CAPTURE, IngestError, forget_dataset, kind, report_lines, without_pandas
     from .ingest import ingest as run_ingest
     from .progress import ProgressBar
     from .store.files import check_writable, dataset_salt
 
+    try:
+        redaction = Redaction.from_patterns(redact)
+    except ValueError as e:
+        raise UsageError(f"--redact: {e}") from e
     unreadable: list[IngestError] = []
     for path in files:
         try:
@@ -129,7 +143,7 @@ def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None) -> N
             unreadable.append(e)
     if len(unreadable) == len(files):  # nothing to read: nothing is created
         for err in unreadable:
-            click.echo(f"Error: {err}", err=True)
+            click.echo(safe_line(redaction.log_text(f"Error: {err}")), err=True)
         sys.exit(2)
     existed = out.exists()
     try:
@@ -140,14 +154,17 @@ def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None) -> N
     bar = ProgressBar.on_terminal(sys.stderr)
     try:
         with without_pandas():
-            result = run_ingest(list(files), out, policy, progress=bar, jobs=jobs or min(os.cpu_count() or 1, 8))
+            result = run_ingest(
+                list(files), out, policy, progress=bar, jobs=jobs or min(os.cpu_count() or 1, 8), redaction=redaction
+            )
     finally:
         if bar is not None:
             bar.close()
     if not existed and result.exchanges == 0 and not result.write_error:
         forget_dataset(out)  # nothing was read into it: leave nothing behind
     for level, line in report_lines(result, out):
-        click.echo(f"{'Error: ' if level == 'error' else 'Warning: ' if level == 'warning' else ''}{line}", err=True)
+        prefix = "Error: " if level == "error" else "Warning: " if level == "warning" else ""
+        click.echo(safe_line(redaction.log_text(prefix + line)), err=True)
     if result.errors and all(e.reason.endswith(NOT_A_CAPTURE) for e in result.errors) and result.flows == 0:
         sys.exit(2)
     if result.errors or result.write_error or result.interrupted:
@@ -312,6 +329,7 @@ def report(
         converse-tap report data/ --format html -o report.html
     """
     from .analysis.render import FORMATS
+    from .store.files import write_private
 
     window = _window(agents, since, until)
     stale = _duration(stale_after)
@@ -321,7 +339,10 @@ def report(
     if output is None:
         click.echo(rendered, nl=False)
     else:
-        output.write_text(rendered, encoding="utf-8")
+        try:
+            write_private(output, rendered)
+        except OSError as e:
+            raise UsageError(f"cannot write the report to {output}: {e}") from e
         click.echo(f"wrote {output}", err=True)
 
 
@@ -373,7 +394,7 @@ def demo(
         return
     from .analysis.render import FORMATS
     from .demo.run import run_demo
-    from .store.files import check_writable
+    from .store.files import check_writable, write_private
 
     try:
         if out.exists() and any((out / t).exists() for t in ("exchanges", "messages", "agent_cards")):
@@ -397,8 +418,7 @@ def demo(
         )
     report_dict = _report(out, _window((), None, None), None, by=("agent", "day"))
     html_path = out / "report.html"
-    html_path.write_text(FORMATS["html"](report_dict), encoding="utf-8")
-    html_path.chmod(0o600)
+    write_private(html_path, FORMATS["html"](report_dict))
     click.echo(FORMATS[fmt](report_dict), nl=False)
     s = result.stats
     click.echo(
@@ -522,7 +542,7 @@ def check(
             )
             if not o.passed and o.margin is not None:
                 line += f", off by {_fmt(o.margin, share)}"
-            click.echo(line)
+            click.echo(safe_line(line))
     sys.exit(1 if failed else 0)
 
 

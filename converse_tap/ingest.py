@@ -13,7 +13,7 @@ import multiprocessing
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ import numpy as np
 from . import flowfile, harfile
 from .a2a.exchange import HttpExchange
 from .a2a.extract import Extraction, extract
-from .a2a.redact import TextPolicy
+from .a2a.redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy
 from .addon.flows import DEFAULT_MAX_BODY
 from .seen import SeenIds, dataset_ids, digest
 from .store.files import read_journal
@@ -164,6 +164,7 @@ class _Share:
     policy: TextPolicy
     max_body: int
     known: np.ndarray
+    redaction: Redaction = NO_OPERATOR_PATTERNS
     before: list[Part] = field(default_factory=list)  # flow-file parts of earlier shares: their ids are taken
     result: IngestResult = field(default_factory=IngestResult)
     slot: int = -1
@@ -235,7 +236,7 @@ class _Run:
         if not self.seen.add(digest(ex.id)):
             self.result.duplicates += 1
             return
-        extraction = extract(ex, self.share.policy)
+        extraction = extract(ex, self.share.policy, redaction=self.share.redaction)
         if extraction is None:
             return
         if NOT_STORED in extraction.exchange["anomalies"]:
@@ -322,10 +323,13 @@ def ingest(
     progress: Progress | None = None,
     jobs: int = 1,
     part_bytes: int = PART_BYTES,
+    redaction: Redaction = NO_OPERATOR_PATTERNS,
 ) -> IngestResult:
     """Extract every file into `out`, skipping exchanges already there. A damaged file is reported (everything
     readable before the damage is kept) and the rest still ingested; a file that is not a capture is reported
-    and nothing is created for it. With `jobs` > 1, the input is shared among that many processes."""
+    and nothing is created for it. With `jobs` > 1, the input is shared among that many processes.
+    `redaction` carries the operator's own patterns (`Redaction.from_patterns`); the built-in credential
+    shapes are always redacted."""
     result = IngestResult(files=len(paths))
     kinds: dict[Path, str] = {}
     for p in paths:
@@ -340,19 +344,16 @@ def ingest(
     known = dataset_ids(out)
     groups = plan(readable, kinds, jobs, part_bytes)
     if len(groups) == 1:
-        share = _Share(groups[0], out, policy, max_body, known)
+        share = _Share(groups[0], out, policy, max_body, known, redaction)
         report = (lambda done, flows: progress(done, total, flows)) if progress is not None else None
         _merge(result, _Run(share, report).run())
         return result
-    return _parallel(groups, out, policy, max_body, known, progress, total, result)
+    return _parallel(groups, _Share([], out, policy, max_body, known, redaction), progress, total, result)
 
 
 def _parallel(
     groups: list[list[Part]],
-    out: Path,
-    policy: TextPolicy,
-    max_body: int,
-    known: np.ndarray,
+    like: _Share,
     progress: Progress | None,
     total: int,
     result: IngestResult,
@@ -362,7 +363,7 @@ def _parallel(
     shares = []
     for i, group in enumerate(groups):
         earlier = [p for g in groups[:i] for p in g if not p.har]
-        shares.append(_Share(group, out, policy, max_body, known, before=earlier, slot=i))
+        shares.append(replace(like, parts=group, before=earlier, slot=i, result=IngestResult()))
     pool = ProcessPoolExecutor(len(groups), mp_context=context, initializer=_init_worker, initargs=(counters,))
     try:
         futures = [pool.submit(_run_share, s) for s in shares]

@@ -10,6 +10,7 @@ from typing import Any
 from mitmproxy import exceptions, options
 from mitmproxy.tools.dump import DumpMaster
 
+from .a2a.redact import install_log_redactor
 from .addon.tap import ConverseTap
 
 
@@ -21,6 +22,9 @@ async def run_proxy(settings: dict[str, Any], sets: list[str]) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     opts = options.Options()
     master = DumpMaster(opts, with_termlog=True, with_dumper=False)
+    # mitmproxy's own lines quote URLs (a request line it cannot parse, with `user:password@` in it, is logged
+    # whole): every handler the master installed redacts them first
+    install_log_redactor()
     # deferred: applied the moment the addon below declares its options, so it configures once, correctly
     opts.update_defer(**settings)
     opts.set(*sets, defer=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +26,7 @@ from .objects import (
     text_of,
     walk_result,
 )
-from .redact import TextPolicy, redact_url
+from .redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy, redact_card_json
 from .sse import SseEvent, parse_sse
 
 _AGENT_ID = re.compile(r"^(?:[A-Za-z]{1,10}_[A-Za-z0-9_-]{6,}|[0-9a-fA-F]{8}-[0-9a-fA-F-]{27})$")
@@ -83,9 +84,12 @@ class Extraction:
     agent_cards: list[dict[str, Any]] = field(default_factory=list)
 
 
-def agent_of(agent_url: str) -> tuple[str, str | None]:
-    """(agent key, agent id): the id is the last path segment when it looks like one (e.g. `ag_…`)."""
-    parts = urlsplit(agent_url)
+def agent_of(agent_url: str, redaction: Redaction = NO_OPERATOR_PATTERNS) -> tuple[str, str | None]:
+    """(agent key, agent id): the id is the last path segment when it looks like one (e.g. `ag_…`).
+
+    Taken from the redacted URL: no userinfo, no credential shape in the path.
+    """
+    parts = urlsplit(redaction.url(agent_url))
     segments = [s for s in parts.path.split("/") if s]
     agent_id = segments[-1] if segments and _AGENT_ID.match(segments[-1]) else None
     return agent_id or f"{parts.netloc}{parts.path.rstrip('/')}", agent_id
@@ -114,8 +118,8 @@ def _error_fields(err: Any) -> dict[str, Any]:
     if isinstance(err.get("error"), dict):  # REST {"error": {...}} or a whole JSON-RPC response
         err = err["error"]
     code = err.get("code", err.get("status") if isinstance(err.get("status"), int) else None)
-    if isinstance(code, (int, float)) and not isinstance(code, bool):
-        out["error_code"] = int(code)
+    if isinstance(code, int | float) and not isinstance(code, bool) and math.isfinite(code):
+        out["error_code"] = int(code)  # one the column cannot hold is mended, flagged, by the writer
     status = err.get("status")
     out["error_status"] = status if isinstance(status, str) else None
     msg = err.get("message", err.get("detail", err.get("title")))
@@ -131,12 +135,24 @@ def _error_fields(err: Any) -> dict[str, Any]:
     return out
 
 
+MAX_ANOMALIES = 50
 _SETTLED_STATES = TERMINAL_TASK_STATES | {"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"}
 
 
-def extract(ex: HttpExchange, policy: TextPolicy, req: A2ARequest | None = None) -> Extraction | None:
-    """Rows for one exchange, or None when it is not A2A. Never raises on odd payloads: they become anomalies."""
-    extractor = Extractor.start(ex, policy, req)
+def extract(
+    ex: HttpExchange,
+    policy: TextPolicy,
+    req: A2ARequest | None = None,
+    *,
+    redaction: Redaction = NO_OPERATOR_PATTERNS,
+) -> Extraction | None:
+    """Rows for one exchange, or None when it is not A2A. Never raises on odd payloads: they become anomalies.
+
+    Every URL stored (exchange, agent, card URLs, citation sources, URLs inside card and envelope JSON) and the
+    agent key pass through `redaction`: built-in credential shapes plus the operator's patterns
+    (`Redaction.from_patterns`).
+    """
+    extractor = Extractor.start(ex, policy, req, redaction=redaction)
     if extractor is None:
         return None
     if ex.sse_events is not None:
@@ -160,13 +176,21 @@ class Extractor:
         self.settled = False  # a stream's final A2A event has been seen
 
     @classmethod
-    def start(cls, ex: HttpExchange, policy: TextPolicy, req: A2ARequest | None = None) -> Extractor | None:
+    def start(
+        cls,
+        ex: HttpExchange,
+        policy: TextPolicy,
+        req: A2ARequest | None = None,
+        *,
+        redaction: Redaction = NO_OPERATOR_PATTERNS,
+    ) -> Extractor | None:
         if req is None:
             req = classify(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_prefix)
             if req is None:
                 return None
         anomalies: list[str] = list(req.anomalies) + list(ex.anomalies)
-        agent, agent_id = agent_of(req.agent_url)
+        agent_url = redaction.url(req.agent_url)
+        agent, agent_id = agent_of(agent_url)
         hdr = ex.request_headers
         requested = split_uris(hdr.get_all("a2a-extensions") + hdr.get_all("x-a2a-extensions"))
         resp_hdr = ex.response_headers
@@ -180,11 +204,11 @@ class Extractor:
             "ts_end": None,
             "client_addr": ex.client_addr,
             "server_addr": ex.server_addr,
-            "url": redact_url(ex.url),
+            "url": redaction.url(ex.url),
             "http_method": ex.method.upper(),
             "http_version": ex.http_version,
             "agent": agent,
-            "agent_url": req.agent_url,
+            "agent_url": agent_url,
             "agent_id": agent_id,
             "binding": req.binding,
             "dialect": req.dialect,
@@ -217,7 +241,7 @@ class Extractor:
             "anomalies": anomalies,
         }
         out = Extraction(row)
-        ctx = _Ctx(ex, policy, req, out, agent, agent_id, converse_requested)
+        ctx = _Ctx(ex, policy, req, out, agent, agent_url, agent_id, converse_requested, redaction)
         # the request's own message (SendMessage / SendStreamingMessage)
         if req.method in _MESSAGE_METHODS:
             params = req.params
@@ -255,6 +279,10 @@ class Extractor:
         elif self.walk.event_kinds and self.walk.event_kinds[-1] == "message":
             self.settled = True  # a stream answered with a Message ends with it
 
+    def note(self, anomaly: str) -> None:
+        """An anomaly the capture noticed after `start` (on the exchange's row)."""
+        self.out.exchange["anomalies"].append(anomaly)
+
     def finish(self, partial: bool = False) -> Extraction | None:
         """`partial`: bytes of a further event had arrived when the stream ended, so it did not end settled."""
         ex, req, row, walk = self.ex, self.req, self.out.exchange, self.walk
@@ -262,7 +290,7 @@ class Extractor:
             self.settled = False
         row["ts_end"] = ex.ts_end
         row["bytes_out"] = ex.bytes_out
-        row["error"] = ex.error
+        row["error"] = None if ex.error is None else self.ctx.redaction.log_text(ex.error)
         row["complete"] = ex.error is None and ex.status is not None
         if ex.status is None:
             if ex.error is None:
@@ -293,10 +321,26 @@ class Extractor:
         return _finish(self.out, walk, req, self.confirmed)
 
 
-def failed_extraction(ex: HttpExchange, error: BaseException) -> Extraction:
+def _sample(anomalies: list[str], per_kind: int = 5) -> list[str]:
+    """A stream can repeat one oddity a million times: keep the first few of each kind, and say how many went."""
+    seen: dict[str, int] = {}
+    kept: list[str] = []
+    for a in anomalies:
+        kind = a.split(":", 1)[0]
+        seen[kind] = seen.get(kind, 0) + 1
+        if seen[kind] <= per_kind and len(kept) < MAX_ANOMALIES - 1:
+            kept.append(a)
+    kept.append(f"more_anomalies:{len(anomalies) - len(kept)}")
+    return kept
+
+
+def failed_extraction(
+    ex: HttpExchange, error: BaseException, redaction: Redaction = NO_OPERATOR_PATTERNS
+) -> Extraction:
     """The row of an exchange whose extraction failed: what the capture itself knows, and an anomaly that says
     why; the rest of the dataset is unaffected."""
-    agent, agent_id = agent_of(ex.url)
+    url = redaction.url(ex.url)
+    agent, agent_id = agent_of(url)
     row: dict[str, Any] = dict.fromkeys(EXCHANGE_COLUMNS)
     row.update(
         exchange_id=ex.id,
@@ -305,11 +349,11 @@ def failed_extraction(ex: HttpExchange, error: BaseException) -> Extraction:
         ts_end=ex.ts_end,
         client_addr=ex.client_addr,
         server_addr=ex.server_addr,
-        url=redact_url(ex.url),
+        url=url,
         http_method=ex.method.upper(),
         http_version=ex.http_version,
         agent=agent,
-        agent_url=redact_url(ex.url),
+        agent_url=url,
         agent_id=agent_id,
         binding="unknown",
         dialect="unknown",
@@ -321,7 +365,7 @@ def failed_extraction(ex: HttpExchange, error: BaseException) -> Extraction:
         bytes_in=ex.bytes_in,
         bytes_out=ex.bytes_out,
         complete=ex.error is None and ex.status is not None,
-        error=ex.error,
+        error=None if ex.error is None else redaction.log_text(ex.error),
         messages=0,
         replies=0,
         source=ex.source,
@@ -347,6 +391,8 @@ def _finish(out: Extraction, walk: Walk, req: A2ARequest, confirmed: bool) -> Ex
         return None
     row = out.exchange
     row["anomalies"].extend(walk.anomalies)
+    if len(row["anomalies"]) > MAX_ANOMALIES:
+        row["anomalies"] = _sample(row["anomalies"])
     row["context_id"] = walk.context_id or row["context_id"]
     row["task_id"] = walk.task_id or row["task_id"]
     row["task_state"] = walk.task_state
@@ -374,8 +420,10 @@ class _Ctx:
     req: A2ARequest
     out: Extraction
     agent: str
+    agent_url: str
     agent_id: str | None
     converse_requested: bool
+    redaction: Redaction
 
     def payload(self, doc: Any, walk: Walk, event_index: int | None, error_event: bool, ts: float | None) -> bool:
         """Handle one parsed response document; returns True when it confirms the exchange is A2A."""
@@ -427,18 +475,20 @@ class _Ctx:
     def _error(self, err: Any) -> None:
         row = self.out.exchange
         fields = _error_fields(err)
+        if fields["error_message"] is not None:  # servers quote the URL they were asked for, userinfo and all
+            fields["error_message"] = self.redaction.log_text(fields["error_message"])
         if row["error_code"] is None and row["error_message"] is None:
             row.update(fields)
 
     def _card(self, doc: Any, source: str, ts: float | None) -> None:
         anomalies: list[str] = []
-        fields = card_fields(doc, anomalies)
+        fields = card_fields(doc, anomalies, self.redaction)
         card_row = {
             "exchange_id": self.ex.id,
             "ts": ts,
-            "url": redact_url(self.ex.url),
+            "url": self.redaction.url(self.ex.url),
             "agent": self.agent,
-            "agent_url": self.req.agent_url,
+            "agent_url": self.agent_url,
             "agent_id": self.agent_id,
             "source": source,
             **fields,
@@ -460,6 +510,10 @@ class _Ctx:
         exts = extensions_of(obj, anomalies)
         present, raw = find_envelope(obj.get("metadata"), exts, anomalies, agent_side=role != "user")
         env = flatten_envelope(raw, anomalies) if present else empty_envelope()
+        for c in env.get("citations") or []:
+            c["source_url"] = self.redaction.maybe_url(c["source_url"])
+        if env.get("envelope_json") is not None:
+            env["envelope_json"] = redact_card_json(raw, self.redaction)
         if (
             not present
             and self.converse_requested
@@ -481,7 +535,7 @@ class _Ctx:
                 "location": s.location,
                 "object_kind": s.object_kind,
                 "agent": self.agent,
-                "agent_url": self.req.agent_url,
+                "agent_url": self.agent_url,
                 "agent_id": self.agent_id,
                 "binding": self.req.binding,
                 "dialect": self.req.dialect,

@@ -19,6 +19,9 @@ except ImportError:  # pragma: no cover
 
 ENCODINGS = ("gzip", "x-gzip", "deflate", "br", "zstd", "identity")
 PIECE = 1 << 20
+# RFC 9659: HTTP zstd decoders need windows of at most 8 MB, and a larger one is how a frame makes the decoder
+# allocate up to 2 GiB before it yields a byte
+ZSTD_WINDOW_LOG_MAX = 23
 
 
 class TooLarge(ValueError):
@@ -48,7 +51,7 @@ class _Stage:
             return zlib.decompressobj(-zlib.MAX_WBITS if self._raw_deflate else zlib.MAX_WBITS)
         if e == "br":
             return brotli.Decompressor()
-        return zstd.ZstdDecompressor()
+        return _zstd_decompressor()
 
     def pieces(self, data: bytes) -> Iterator[bytes]:
         e = self.encoding
@@ -91,7 +94,7 @@ class _Stage:
         while data:
             obj = self._obj
             if obj.eof:  # concatenated frames are allowed
-                self._obj = obj = zstd.ZstdDecompressor()
+                self._obj = obj = _zstd_decompressor()
             out = obj.decompress(data, max_length=PIECE)
             while True:
                 if out:
@@ -100,6 +103,10 @@ class _Stage:
                     break
                 out = obj.decompress(b"", max_length=PIECE)
             data = obj.unused_data if obj.eof else b""
+
+
+def _zstd_decompressor():
+    return zstd.ZstdDecompressor(options={zstd.DecompressionParameter.window_log_max: ZSTD_WINDOW_LOG_MAX})
 
 
 class Inflater:
@@ -162,3 +169,16 @@ def inflate(raw: bytes, content_encoding: str, limit: int) -> bytes:
             raise TooLarge(limit)
         return raw
     return inflater.feed(raw)
+
+
+def decoded_prefix(raw: bytes, content_encoding: str, size: int) -> bytes:
+    """The first `size` decoded bytes of a body (whatever its full size), b"" when it does not decode."""
+    out = bytearray()
+    try:
+        for piece in Inflater(content_encoding, None).pieces(raw):
+            out += piece
+            if len(out) >= size:
+                break
+    except ValueError:
+        pass
+    return bytes(out[:size])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -77,6 +78,9 @@ class SseParser:
             self._cr = False
             if chunk[:1] == b"\n":
                 chunk = chunk[1:]
+        if self.count_only and not self._skipping and b"\r" not in chunk:
+            self._count(chunk)
+            return []
         end = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
         if end < 0:
             self._hold(chunk)
@@ -132,6 +136,62 @@ class SseParser:
             if ev is not None:
                 events.append(ev)
         return events
+
+    def _count(self, chunk: bytes) -> None:
+        """`feed` for the count-only tail of a stream of LF-ended lines, at C speed: split into blocks at runs
+        of blank lines, and count the blocks that hold a data line (the events the standard dispatches)."""
+        line_start = not self._line
+        text = b"".join(self._line) + chunk if self._line else chunk
+        self._line, self._line_bytes = [], 0
+        # at a line start, the previous line's LF is part of a blank line that may open this chunk
+        t = b"\n" + text if line_start else text
+        if self._all_data(t, line_start):
+            return
+        blocks = _BLANK_RUN.split(t)
+        last = blocks.pop()
+        if blocks:
+            n = 1 if self._data_bytes or _has_data(blocks[0]) else 0
+            for block in blocks[1:]:
+                if _has_data(block):
+                    n += 1
+            self.dispatched += n
+            self._data_bytes = 0
+            self._event = None
+            self._oversize = False
+        # the last block runs on: its ended lines may hold data, its unended line waits for the next chunk
+        cut = last.rfind(b"\n")
+        ended, rest = (last[: cut + 1], last[cut + 1 :]) if cut >= 0 else (b"", last)
+        if _has_data(ended.rstrip(b"\n")):
+            self._data_bytes = self._data_bytes or 1
+        if rest:
+            self._hold(rest)
+
+    def _all_data(self, t: bytes, line_start: bool) -> bool:
+        """The usual shape of a flood, counted with a handful of C-level scans: every line a `data:` line or a
+        single blank line. False (nothing consumed) when `t` has any other shape."""
+        if b"\n\n\n" in t or (not line_start and not t.startswith(b"data:")):
+            return False
+        lf, runs, data = t.count(b"\n"), t.count(b"\n\n"), t.count(b"\ndata:")
+        if data + runs + (1 if t.endswith(b"\n") else 0) != lf:
+            return False
+        last_run = t.rfind(b"\n\n")
+        if runs:
+            # the block before the first blank line joins the event already open (if any)
+            opened = self._data_bytes or not t.startswith(b"\n\n")
+            self.dispatched += runs - (0 if opened else 1)
+            self._event = None
+            self._oversize = False
+            tail = t[last_run + 2 :]
+            self._data_bytes = 1 if b"\n" in tail else 0
+        else:
+            tail = t
+            if b"\n" in (t[1:] if line_start else t):
+                self._data_bytes = self._data_bytes or 1
+        cut = tail.rfind(b"\n")
+        rest = tail[cut + 1 :] if cut >= 0 else tail
+        if rest:
+            self._hold(rest)
+        return True
 
     def _hold(self, piece: bytes) -> None:
         """Keep the start of an unfinished line; past the cap, drop it and remember what kind of line it was."""
@@ -196,6 +256,21 @@ class SseParser:
         self._event = None
         self._oversize = False
         return ev
+
+
+_BLANK_RUN = re.compile(rb"\n\n+")
+
+
+def _has_data(block: bytes) -> bool:
+    """Whether LF-separated lines hold a `data` field line (`data:…` or a bare `data`)."""
+    return (
+        block.startswith(b"data:")
+        or block == b"data"
+        or block.startswith(b"data\n")
+        or b"\ndata:" in block
+        or b"\ndata\n" in block
+        or block.endswith(b"\ndata")
+    )
 
 
 def parse_sse(body: bytes, max_event_bytes: int = 16 * 1024 * 1024) -> tuple[list[SseEvent], int]:

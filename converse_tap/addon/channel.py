@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import itertools
 import logging
 import os
 import pickle
@@ -19,12 +20,14 @@ import struct
 import subprocess
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 _LEN = struct.Struct(">I")
+_IOV_MAX = 512
 _F_SETPIPE_SZ = 1031  # Linux: a larger pipe absorbs bursts without a wake-up per record
 RESTART_BACKOFF = 1.0
 
@@ -47,7 +50,7 @@ class Channel:
         self.stats = ChannelStats()
         self._proc: subprocess.Popen[bytes] | None = None
         self._fd = -1
-        self._buf: list[bytes] = []
+        self._buf: deque[bytes | memoryview] = deque()
         self._backlog = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._scheduled = False
@@ -70,7 +73,7 @@ class Channel:
             fcntl.fcntl(fd, _F_SETPIPE_SZ, 1 << 20)
         os.set_blocking(fd, False)
         self._proc, self._fd = proc, fd
-        self._buf, self._backlog = [], 0
+        self._buf, self._backlog = deque(), 0
         self._send_now(("config", self.config))
 
     @property
@@ -101,7 +104,7 @@ class Channel:
         not be dropped for the backlog (a stream's start or end), so that the worker never holds a stream open."""
         if self._closed:
             return False
-        if (self._proc is None or self._proc.poll() is not None) and not self._restart():
+        if self._proc is None and not self._restart():  # a dead worker shows as a failed write
             self.stats.dropped += 1
             return False
         data = pickle.dumps(record, protocol=5)
@@ -160,20 +163,30 @@ class Channel:
         self._watching = False
 
     def _write_some(self) -> bool:
-        """Write as much of the backlog as the pipe takes now. False when the worker is gone."""
-        if not self._buf:
-            return True
-        data = b"".join(self._buf) if len(self._buf) > 1 else self._buf[0]
-        try:
-            n = os.write(self._fd, data)
-        except BlockingIOError:
-            n = 0
-        except OSError as e:  # BrokenPipeError: the worker died
-            self._died(e)
-            return False
-        rest = data[n:]
-        self._buf = [rest] if rest else []
-        self._backlog = len(rest)
+        """Write as much of the backlog as the pipe takes now, without joining or copying it (writev of the
+        queued buffers). False when the worker is gone."""
+        buf = self._buf
+        while buf:
+            views = list(itertools.islice(buf, 0, _IOV_MAX))
+            try:
+                n = os.writev(self._fd, views)
+            except BlockingIOError:
+                return True
+            except OSError as e:  # BrokenPipeError: the worker died
+                self._died(e)
+                return False
+            self._backlog -= n
+            full = n < sum(len(v) for v in views)
+            while n:
+                head = buf[0]
+                if n >= len(head):
+                    n -= len(head)
+                    buf.popleft()
+                else:
+                    buf[0] = memoryview(head)[n:]
+                    n = 0
+            if full:
+                return True
         return True
 
     def _drain_blocking(self, timeout: float) -> None:
@@ -199,7 +212,7 @@ class Channel:
             code,
             self._backlog,
         )
-        self._buf, self._backlog = [], 0
+        self._buf, self._backlog = deque(), 0
         with contextlib.suppress(Exception):
             if self._proc is not None and self._proc.stdin is not None:
                 self._proc.stdin.close()
@@ -207,8 +220,6 @@ class Channel:
         self._down_until = time.monotonic() + RESTART_BACKOFF
 
     def _restart(self) -> bool:
-        if self._proc is not None and self._proc.poll() is not None:
-            self._died(RuntimeError("worker exited"))
         if time.monotonic() < self._down_until:
             return False
         try:

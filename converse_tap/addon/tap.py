@@ -11,16 +11,18 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from mitmproxy import ctx, exceptions, http
+from mitmproxy.proxy.mode_specs import ReverseMode
 
 from ..a2a.classify import maybe_a2a
-from ..a2a.redact import TEXT_POLICIES
+from ..a2a.redact import TEXT_POLICIES, Redaction
 from ..store.files import check_writable, dataset_salt
 from .channel import Channel
-from .flows import PREFIX, _addr
+from .flows import PREFIX
 from .summary import SUMMARY_LEVELS
 
 log = logging.getLogger(__name__)
@@ -98,6 +100,14 @@ class ConverseTap:
             "are dropped and counted, traffic is never slowed.",
         )
         loader.add_option(
+            "converse_tap_redact",
+            Sequence[str],
+            [],
+            "Regular expressions whose matches (their groups, if they have any) are redacted in every stored URL, "
+            "card URL and error text, besides the credential shapes always redacted (userinfo, JWTs, "
+            ";jsessionid=, secret query values). Repeatable.",
+        )
+        loader.add_option(
             "converse_tap_summary",
             str,
             "exchanges",
@@ -135,6 +145,10 @@ class ConverseTap:
         ):
             if getattr(opts, name) < least:
                 raise exceptions.OptionsError(f"{name} must be at least {least}")
+        try:
+            Redaction.from_patterns(opts.converse_tap_redact)
+        except ValueError as e:
+            raise exceptions.OptionsError(f"converse_tap_redact: {e}") from e
         self.max_body = opts.converse_tap_max_body
         if self.channel is None or any(k.startswith("converse_tap_") for k in updated):
             root = Path(opts.converse_tap_dir)
@@ -147,6 +161,7 @@ class ConverseTap:
                 "max_body": opts.converse_tap_max_body,
                 "max_events": opts.converse_tap_max_stream_events,
                 "summary": opts.converse_tap_summary,
+                "redact": list(opts.converse_tap_redact),
             }
             self._open(root, config, opts.converse_tap_backlog)
 
@@ -186,9 +201,10 @@ class ConverseTap:
     # -- hooks: short, and never raising into mitmproxy -----------------------------------------------------
     def request(self, flow: http.HTTPFlow) -> None:
         try:
-            req = flow.request
-            raw = req.raw_content
-            if maybe_a2a(req.method, req.path, req.headers, raw[:4096] if raw else None):
+            data = flow.request.data
+            raw = data.content
+            path = data.path.decode("latin-1")  # the routes are ASCII: any byte-preserving decoding will do
+            if maybe_a2a(data.method.decode("latin-1"), path, data.headers, raw[:4096] if raw else None):
                 self._ensure_channel()
                 self._tracked[flow.id] = None
                 self.counters["a2a_requests"] += 1
@@ -264,21 +280,23 @@ class ConverseTap:
             self.counters["exchanges_dropped"] += 1
 
     def _request(self, flow: http.HTTPFlow) -> tuple[Any, ...]:
-        req = flow.request
-        raw = req.raw_content
+        """The request as raw attributes (bytes, tuples): the worker decodes them, the event loop does not."""
+        data = flow.request.data
+        raw = data.content
         size = len(raw) if raw is not None else None
         if raw is not None and len(raw) > self.max_body:
             raw = raw[:PREFIX]  # enough to recognise the JSON-RPC method; the worker records the size
         return (
-            req.method,
-            req.url,
-            req.http_version,
-            req.headers.fields,
+            data.method,
+            (data.scheme, data.host, data.port, data.path),
+            data.http_version,
+            data.headers.fields,
             raw,
             size,
-            req.timestamp_start,
-            _addr(flow.client_conn.peername),
-            _addr(flow.server_conn.address or flow.server_conn.peername),
+            data.timestamp_start,
+            flow.client_conn.peername,
+            flow.server_conn.address or flow.server_conn.peername,
+            isinstance(flow.client_conn.proxy_mode, ReverseMode),
         )
 
     def _failed(self, hook: str, flow: http.HTTPFlow) -> None:

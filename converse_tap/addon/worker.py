@@ -20,19 +20,23 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+
+from mitmproxy.net.http import url as urls
 
 from ..a2a.exchange import HttpExchange
 from ..a2a.extract import Extraction, Extractor, failed_extraction
 from ..a2a.headers import Headers
-from ..a2a.inflate import Inflater, TooLarge
-from ..a2a.redact import TextPolicy
+from ..a2a.inflate import Inflater, TooLarge, decoded_prefix
+from ..a2a.redact import Redaction, TextPolicy, install_log_redactor
 from ..a2a.sse import SseParser
 from ..store.writer import DatasetWriter, recover
-from .flows import PREFIX, _body
+from .flows import PREFIX, _addr, _body
 from .summary import summary_lines
 
 log = logging.getLogger("converse_tap.worker")
 _LEN = struct.Struct(">I")
+_PORTS = {"http": 80, "https": 443}
 
 
 def _text(value: bytes | str) -> str:
@@ -59,6 +63,8 @@ class Worker:
         self.max_events: int = config["max_events"]
         self.summary: str = config["summary"]
         self.policy = TextPolicy(config["text"], bytes.fromhex(config["salt"]))
+        self.redaction = Redaction.from_patterns(config.get("redact") or None)
+        install_log_redactor(redaction=self.redaction)
         self.root = Path(config["dir"])
         recovered = recover(self.root)
         if any(recovered.values()):
@@ -76,6 +82,8 @@ class Worker:
         self.anomalies = 0
         self.failures = 0
         self.lost_streams = 0
+        self.reverse: set[str] = set()  # GETs captured by a reverse-mode proxy, until they are extracted
+        self.warned: set[tuple[str, str]] = set()
 
     # -- records -----------------------------------------------------------------------------------------
     def handle(self, record: tuple[Any, ...]) -> None:
@@ -94,27 +102,33 @@ class Worker:
             self._close(*record[1:])
 
     def _exchange(self, fid: str, req: tuple[Any, ...], resp: tuple[Any, ...] | None, err: Any) -> HttpExchange:
-        method, url, version, fields, body, body_len, ts_start, client, server = req
+        method, (scheme, host, port, path), version, fields, body, body_len, ts_start, client, server, reverse = req
         anomalies: list[str] = []
         headers = _headers(fields)
         too_large = body is not None and body_len > len(body)
+        path = _text(path)
         ex = HttpExchange(
             id=fid,
-            method=_text(method),
-            url=url,
+            method=_text(method).upper(),
+            url=urls.unparse(_text(scheme), host, port, path if path != "*" else ""),  # as Request.url builds it
             request_headers=headers,
             request_body=None if too_large else _body(body, headers, self.max_body, "request", anomalies),
             request_prefix=body[:PREFIX] if too_large else None,
-            http_version=version,
+            http_version=_text(version),
             ts_start=ts_start,
-            client_addr=client,
-            server_addr=server,
+            client_addr=_addr(client),
+            server_addr=_addr(server),
             bytes_in=body_len,
             source="live",
             anomalies=anomalies,
         )
+        if reverse and ex.method == "GET":
+            self.reverse.add(fid)
         if too_large:
             anomalies.append(f"request_body_too_large:{body_len}")
+        elif ex.request_body is None and body and any(a.startswith("request_body_too_large") for a in anomalies):
+            # a request that inflates past the limit is still recognised from its decoded start
+            ex.request_prefix = decoded_prefix(body, ", ".join(headers.get_all("content-encoding")), PREFIX)
         if resp is not None:
             status, rfields, ts_first = resp[:3]
             ex.status = status
@@ -134,17 +148,17 @@ class Worker:
         return ex
 
     def _extract_whole(self, ex: HttpExchange) -> Extraction | None:
-        extractor = Extractor.start(ex, self.policy)
+        extractor = Extractor.start(ex, self.policy, redaction=self.redaction)
         return extractor.finish() if extractor is not None else None
 
     def _open(self, fid: str, req: tuple[Any, ...], resp_head: tuple[Any, ...]) -> None:
         ex = self._exchange(fid, req, resp_head, None)
         ex.sse_events = []  # tapped live: events go to the extractor as they come and are not kept
         try:
-            extractor = Extractor.start(ex, self.policy)
+            extractor = Extractor.start(ex, self.policy, redaction=self.redaction)
         except Exception as e:
             error = e
-            self._submit(ex, lambda: failed_extraction(ex, error))
+            self._submit(ex, lambda: failed_extraction(ex, error, self.redaction))
             return
         if extractor is None:
             return
@@ -170,12 +184,12 @@ class Worker:
                     stream.extractor.event(ev)
                 if not stream.parser.count_only and stream.parser.dispatched >= self.max_events:
                     stream.parser.count_only = True
-                    stream.ex.anomalies.append(f"sse_events_not_parsed_past:{self.max_events}")
+                    stream.extractor.note(f"sse_events_not_parsed_past:{self.max_events}")
         except TooLarge:
             stream.failed = "too large"
         except Exception as e:  # corrupt compression, or a bug: the stream stays recorded, unparsed from here
             stream.failed = f"{type(e).__name__}: {e}"
-            stream.ex.anomalies.append(f"sse_parse_failed:{stream.failed}"[:200])
+            stream.extractor.note(f"sse_parse_failed:{stream.failed}"[:200])
 
     def _close(self, fid: str, resp_end: tuple[Any, ...], err: Any, lost: bool = False) -> None:
         stream = self.streams.pop(fid, None)
@@ -184,7 +198,7 @@ class Worker:
             return
         ex = stream.ex
         if lost:  # the proxy could not hand on every chunk (worker behind): what came is parsed, no more
-            ex.anomalies.append("capture_incomplete:recorder_backlog")
+            stream.extractor.note("capture_incomplete:recorder_backlog")
             stream.failed = stream.failed or "recorder backlog"
         ex.ts_end, _trailers = resp_end
         ex.bytes_out = stream.bytes
@@ -209,13 +223,18 @@ class Worker:
 
     def _submit(self, ex: HttpExchange, job: Any) -> None:
         def safe() -> Extraction | None:
+            reverse = ex.id in self.reverse
+            self.reverse.discard(ex.id)
             try:
-                return job()
+                ext = job()
             except Exception as e:  # a bug or an input we did not foresee: the exchange is kept, flagged
                 self.failures += 1
                 if self.failures == 1:
                     log.exception("converse-tap: extraction failed on %s (logged once)", ex.id)
-                return failed_extraction(ex, e)
+                return failed_extraction(ex, e, self.redaction)
+            if reverse and ext is not None and ext.agent_cards:
+                self._check_card(ext)
+            return ext
 
         self.writer.write(safe)
 
@@ -225,6 +244,30 @@ class Worker:
         for line in summary_lines(ext, self.summary):
             print(line, flush=True)
 
+    def _check_card(self, ext: Extraction) -> None:
+        """A card fetched through a reverse-mode recorder that sends clients straight to the agent: say so, once
+        per card and interface, since every client that follows it bypasses the recorder."""
+        agent = urlsplit(ext.exchange["url"] or "")
+        for card in ext.agent_cards:
+            for interface in card["interfaces"] or []:
+                url = interface.get("url") or ""
+                target = urlsplit(url)
+                if (target.hostname, target.port or _PORTS.get(target.scheme)) != (
+                    agent.hostname,
+                    agent.port or _PORTS.get(agent.scheme),
+                ):
+                    continue
+                key = (card["url"], url)
+                if key not in self.warned:
+                    self.warned.add(key)
+                    log.warning(
+                        "converse-tap: the agent card at %s advertises %s, the agent itself: clients that follow "
+                        "the card bypass this reverse-mode recorder and are not recorded (see README, 'Which "
+                        "proxy mode')",
+                        card["url"],
+                        url,
+                    )
+
     # -- end ---------------------------------------------------------------------------------------------
     def close(self) -> None:
         for fid in list(self.streams):
@@ -232,7 +275,8 @@ class Worker:
         self.writer.close()
         s = self.writer.stats
         print(
-            f"converse-tap: {s.exchanges} A2A exchanges, {self.replies} replies, {self.anomalies} anomalies, "
+            f"converse-tap: {s.exchanges} A2A exchanges, {self.replies} envelope sightings (replies as the report "
+            f"counts them need `converse-tap report`), {self.anomalies} anomalies, "
             f"rows written "
             f"{s.rows_written}, {s.rows_dropped} dropped, {self.failures} extraction failures",
             flush=True,

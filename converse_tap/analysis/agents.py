@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..textsafe import safe_line
 from .load import Frames
 from .metrics import latest_cards
 
@@ -58,6 +59,7 @@ def agents_overview(frames: Frames) -> list[dict[str, Any]]:
 
 
 def agents_text(overview: list[dict[str, Any]]) -> str:
+    """For a terminal: each line's control characters, line breaks and bidi overrides shown as escapes."""
     if not overview:
         return "no agents seen: the dataset has no A2A traffic and no agent cards\n"
     lines = []
@@ -80,4 +82,4 @@ def agents_text(overview: list[dict[str, Any]]) -> str:
                     "    ! tools without a matching skill: "
                     + ", ".join(x.split(":", 1)[1] for x in c["anomalies"] if x.startswith("card_tool_without_skill:"))
                 )
-    return "\n".join(lines) + "\n"
+    return "\n".join(safe_line(line) for line in lines) + "\n"

@@ -6,6 +6,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+@dataclass(frozen=True)
+class Link:
+    """A cell that is a URL from the data: HTML makes it a link when it is http(s); other formats show the text."""
+
+    url: str
+
+    def __str__(self) -> str:
+        return self.url
+
+
 @dataclass
 class Table:
     title: str
@@ -196,7 +206,7 @@ def report_sections(report: dict[str, Any]) -> list[Section]:
                         c["source"],
                         c["name"] or "",
                         "yes" if c["converse_declared"] else "no",
-                        c["mcp_url"] or "",
+                        Link(c["mcp_url"]) if c["mcp_url"] else "",
                         ", ".join(t or "?" for t in c["tools"]),
                     ]
                     for c in conf["agent_cards"]

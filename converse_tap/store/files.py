@@ -44,6 +44,15 @@ def check_writable(root: Path) -> None:
     probe.unlink()
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write a text file that only its owner can read (a report holds what the dataset holds), even if it existed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+        f.write(text)
+
+
 def dataset_salt(root: Path) -> bytes:
     """The per-dataset salt of the hash text policy, created once (owner-only) and shared by all writers."""
     path = root / SALT_FILE

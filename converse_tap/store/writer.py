@@ -435,7 +435,10 @@ def _mend_value(value: Any, f: pa.Field) -> Any:
 
 def _escape(text: str) -> str:
     """Text Arrow cannot hold (lone surrogates from JSON escapes or undecodable bytes) made storable, visibly."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    try:  # bytes that were not UTF-8, carried as surrogate escapes: shown as the bytes they were (\xff)
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # other lone surrogates: shown as code points (\ud800)
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def recover(root: Path) -> dict[str, int]:

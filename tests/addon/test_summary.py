@@ -46,7 +46,8 @@ def test_anomalies_are_counted_in_the_line() -> None:
 def test_addon_prints_lines_for_a2a_only(tap, capfd) -> None:
     """The recording worker prints the lines on the stdout it shares with mitmproxy's own log."""
     addon, tctx, _ = tap
-    tctx.configure(addon, converse_tap_summary="exchanges")  # a worker started while capfd listens
+    tctx.configure(addon, converse_tap_summary="off")  # each change starts a new worker: this one
+    tctx.configure(addon, converse_tap_summary="exchanges")  # is started while capfd listens
     for flow in (tflow.tflow(resp=True), a2a_flow(response=jsonrpc_result({"message": agent_message()}))):
         addon.request(flow)
         addon.responseheaders(flow)
@@ -55,4 +56,4 @@ def test_addon_prints_lines_for_a2a_only(tap, capfd) -> None:
     out = capfd.readouterr().out
     lines = [line for line in out.splitlines() if line.startswith("A2A ")]
     assert lines == ["A2A agent.test:9000/a2a/jsonrpc SendMessage [jsonrpc v1.0] 200 | answered | by agent"]
-    assert "converse-tap: 1 A2A exchanges, 1 replies, 0 anomalies" in out
+    assert "converse-tap: 1 A2A exchanges, 1 envelope sightings" in out

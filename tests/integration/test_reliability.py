@@ -140,3 +140,38 @@ def test_soak_concurrent_streams_memory_flat_and_every_row_present(tmp_path: Pat
     # after the first round has warmed caches, memory stays flat: no per-flow state is kept
     print(f"soak: mitmdump RSS after each round of {per_round} streams (KiB): {rss}")
     assert rss[-1] - rss[1] < 20 * 1024, rss
+
+
+def test_a_dead_worker_costs_no_traffic_and_is_replaced(tmp_path: Path) -> None:
+    """The recording worker killed mid-run: every request is still answered, a new worker starts on the next
+    A2A exchange (after a short back-off), recovers the dead one's journals, and records what follows."""
+    out = tmp_path / "data"
+    with Canned() as up, mitmdump(out, "--set", "flow_detail=0") as (proxy, proc):
+        with httpx.Client(proxy=proxy, timeout=5) as client:
+            for _ in range(20):
+                client.post(up.base + "/a2a", content=BODY, headers=HEADERS).raise_for_status()
+            deadline = time.monotonic() + 30
+            while not list(out.rglob("exchanges-*.arrows")):  # the first twenty are journaled
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            (worker,) = _children(proc.popen.pid)
+            os.kill(worker, signal.SIGKILL)
+            _wait_gone(worker)
+            answered = 0
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                client.post(up.base + "/a2a", content=BODY, headers=HEADERS).raise_for_status()
+                answered += 1
+                replacement = [c for c in _children(proc.popen.pid) if c != worker]
+                if replacement and answered >= 40:
+                    break
+                time.sleep(0.05)
+            assert replacement, "a new worker was started"
+            for _ in range(20):
+                client.post(up.base + "/a2a", content=BODY, headers=HEADERS).raise_for_status()
+        assert proc.stop() == 0
+    assert "the recording worker stopped" in proc.output
+    rows = len(load(out, "exchanges"))
+    # the first twenty (recovered from the dead worker's journals) and the last twenty at least
+    assert rows >= 40, rows
+    assert not list(out.rglob("*.arrows"))
