@@ -138,13 +138,27 @@ def _value(buf: Any, start: int, stop: int, tag: int) -> Any:
 
 
 def _headers(buf: Any, start: int, stop: int) -> list[tuple[bytes, bytes]]:
+    """A list of [name, value] byte-string pairs (`_head` inlined, as in `_fields`)."""
     out = []
     pos = start
+    find = buf.find
     while pos < stop:
-        ps, pe, pt = _head(buf, pos, stop)
-        ns, ne, nt = _head(buf, ps, pe)
-        vs, ve, vt = _head(buf, ne + 1, pe)
-        if pt != _LIST or nt != _BYTES or vt != _BYTES or ve + 1 != pe:
+        colon = find(b":", pos, pos + 21)
+        if colon <= pos:
+            raise _Bad("missing or invalid length prefix")
+        ps = colon + 1
+        pe = ps + int(buf[pos:colon])
+        colon = find(b":", ps, ps + 21)
+        if colon <= ps or pe >= stop:
+            raise _Bad("a header that is not a pair of byte strings")
+        ns = colon + 1
+        ne = ns + int(buf[ps:colon])
+        colon = find(b":", ne + 1, ne + 22)
+        if colon <= ne + 1:
+            raise _Bad("a header that is not a pair of byte strings")
+        vs = colon + 1
+        ve = vs + int(buf[ne + 1 : colon])
+        if ve + 1 != pe or buf[pe] != _LIST or buf[ne] != _BYTES or buf[ve] != _BYTES or ne < ns or ve < vs:
             raise _Bad("a header that is not a pair of byte strings")
         out.append((buf[ns:ne], buf[vs:ve]))
         pos = pe + 1
