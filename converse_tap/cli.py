@@ -152,7 +152,7 @@ def _run_recorder(settings: dict[str, Any], sets: tuple[str, ...], created: Path
 @click.option(
     "--jobs",
     type=click.IntRange(min=1),
-    help="Processes for large flow files (cut into parts of 8 MiB); default: one per CPU core.",
+    help="Processes sharing the input (above 8 MiB of it); default: one per CPU core.",
 )
 @click.option(
     "--redact",
@@ -168,16 +168,30 @@ def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None, reda
     \b
     Example:
         converse-tap ingest capture.mitm browser.har --out data/
-    A damaged file is reported with its position; what came before the damage is kept.
+    A damaged file is reported with its position; what came before the damage is kept (exit 1). Exchanges
+    already in the dataset are skipped. A progress bar shows on a terminal.
     """
     from .a2a.redact import Redaction
+    from .ingest import NOT_A_CAPTURE, IngestError, forget_dataset, kind, report_lines, without_pandas
     from .ingest import ingest as run_ingest
+    from .progress import ProgressBar
     from .store.files import TextPolicyConflict, check_writable, claim_text_policy, dataset_salt
 
     try:
         redaction = Redaction.from_patterns(redact)
     except ValueError as e:
         raise UsageError(f"--redact: {e}") from e
+    unreadable: list[IngestError] = []
+    for path in files:
+        try:
+            kind(path)
+        except IngestError as e:
+            unreadable.append(e)
+    if len(unreadable) == len(files):  # nothing to read: nothing is created
+        for err in unreadable:
+            click.echo(safe_line(redaction.log_text(f"Error: {err}")), err=True)
+        sys.exit(2)
+    existed = out.exists()
     try:
         check_writable(out)
         claim_text_policy(out, text)
@@ -186,14 +200,23 @@ def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None, reda
         raise UsageError(str(e)) from e
     except OSError as e:
         raise click.ClickException(f"cannot write the dataset to {out}: {e}") from e
-    result = run_ingest(list(files), out, policy, jobs=jobs or min(os.cpu_count() or 1, 8), redaction=redaction)
-    click.echo(
-        f"ingested {result.flows} flows from {result.files} file(s): {result.exchanges} A2A exchanges into {out}",
-        err=True,
-    )
-    for err in result.errors:
-        click.echo(safe_line(redaction.log_text(f"Error: {err}")), err=True)
-    if result.errors:
+    bar = ProgressBar.on_terminal(sys.stderr)
+    try:
+        with without_pandas():
+            result = run_ingest(
+                list(files), out, policy, progress=bar, jobs=jobs or min(os.cpu_count() or 1, 8), redaction=redaction
+            )
+    finally:
+        if bar is not None:
+            bar.close()
+    if not existed and result.exchanges == 0 and not result.write_error:
+        forget_dataset(out)  # nothing was read into it: leave nothing behind
+    for level, line in report_lines(result, out):
+        prefix = "Error: " if level == "error" else "Warning: " if level == "warning" else ""
+        click.echo(safe_line(redaction.log_text(prefix + line)), err=True)
+    if result.errors and all(e.reason.endswith(NOT_A_CAPTURE) for e in result.errors) and result.flows == 0:
+        sys.exit(2)
+    if result.errors or result.write_error or result.interrupted:
         sys.exit(1)
 
 
