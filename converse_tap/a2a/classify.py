@@ -14,7 +14,7 @@ from .headers import Headers
 
 @dataclass(slots=True)
 class A2ARequest:
-    binding: str  # "jsonrpc" | "rest" | "card"
+    binding: str  # "jsonrpc" | "rest" | "card" | "grpc"
     method: str  # canonical v1.0 operation name (or the raw name when unknown)
     method_raw: str
     dialect: str  # "v1.0" | "v0.3"
@@ -97,6 +97,13 @@ def classify(
     `prefix` is the start of a body too large to parse: a JSON-RPC method named in it is still recognised."""
     origin, path = _origin(url)
     verb = method.upper()
+
+    if verb == "POST" and ".A2AService/" in path:
+        from .grpc import classify_grpc  # grpc imports this module
+
+        grpc_req = classify_grpc(url, headers, body)
+        if grpc_req is not None:
+            return grpc_req
 
     m = _CARD_PATH.match(path)
     if m and verb == "GET":

@@ -13,6 +13,7 @@ from .classify import A2ARequest, classify
 from .constants import CONVERSE_URI
 from .envelope import empty_envelope, find_envelope, flatten_envelope
 from .exchange import HttpExchange
+from .grpc import DEFAULT_MAX, extract_grpc_response
 from .headers import split_uris
 from .objects import (
     Sighting,
@@ -167,6 +168,15 @@ def extract(ex: HttpExchange, policy: TextPolicy, req: A2ARequest | None = None)
         return _finish(out, Walk(), req, confirmed=req.certain)
 
     walk = Walk()
+    if req.binding == "grpc":
+
+        def payload(doc: Any, index: int | None, error_event: bool, ts: float | None) -> bool:
+            return ctx.payload(doc, walk, index, error_event, ts)
+
+        extract_grpc_response(ex, req, row, payload, DEFAULT_MAX)
+        if ex.status >= 400 and row["error_code"] is None:
+            row["error_code"] = ex.status
+        return _finish(out, walk, req, True)
     is_sse = ex.sse_events is not None or content_type.startswith("text/event-stream")
     confirmed = req.certain or "a2a+json" in content_type
     if is_sse:
