@@ -6,6 +6,7 @@ import logging
 import time
 import zlib
 
+from ..a2a.grpc_frames import GrpcFrame, GrpcFrameParser, parser_anomalies
 from ..a2a.sse import SseEvent, SseParser
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,36 @@ class SseTap:
     @property
     def comments(self) -> int:
         return self.parser.comments
+
+
+class GrpcTap:
+    """Set as `flow.response.stream` for gRPC responses: every chunk is returned the moment it arrives, byte
+    for byte, so streamed messages are relayed one by one; the length-prefixed messages are reassembled aside."""
+
+    __slots__ = ("failed", "frames", "parser")
+
+    def __init__(self, max_message_bytes: int, grpc_encoding: str = "") -> None:
+        self.parser = GrpcFrameParser(max_message_bytes, grpc_encoding)
+        self.frames: list[GrpcFrame] = []
+        self.failed: str | None = None
+
+    def __call__(self, chunk: bytes) -> bytes:
+        try:
+            if self.failed is None and chunk:
+                self.frames.extend(self.parser.feed(chunk, time.time()))
+        except Exception as e:  # never let parsing touch the stream
+            self.failed = f"{type(e).__name__}: {e}"
+            log.warning("converse-tap: stopped parsing a gRPC stream (%s); it is forwarded untouched", self.failed)
+        return chunk
+
+    @property
+    def bytes(self) -> int:
+        return self.parser.bytes
+
+    def anomalies(self) -> list[str]:
+        if self.failed is not None:
+            return [f"grpc_parse_failed:{self.failed}"]
+        return parser_anomalies(self.parser)
 
 
 def _decoder(encoding: str):

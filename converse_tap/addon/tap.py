@@ -18,7 +18,7 @@ from ..a2a.redact import TEXT_POLICIES, TextPolicy
 from ..store.files import check_writable, dataset_salt
 from ..store.writer import DatasetWriter, recover
 from .flows import PREFIX, exchange_from_flow
-from .stream_tap import SseTap
+from .stream_tap import GrpcTap, SseTap
 from .summary import SUMMARY_LEVELS, summary_lines
 
 log = logging.getLogger(__name__)
@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 class _Pending:
     req: A2ARequest
     tap: SseTap | None = None
+    grpc: GrpcTap | None = None
 
 
 class ConverseTap:
@@ -218,7 +219,10 @@ class ConverseTap:
         if pending is None or flow.response is None or flow.response.stream:
             return
         ctype = flow.response.headers.get("content-type", "").lower()
-        if ctype.startswith("text/event-stream"):
+        if pending.req.binding == "grpc":  # relay each message as it comes; reassemble aside
+            pending.grpc = GrpcTap(self.max_body, flow.response.headers.get("grpc-encoding", ""))
+            flow.response.stream = pending.grpc
+        elif ctype.startswith("text/event-stream"):
             try:
                 tap = SseTap(self.max_body, flow.response.headers.get("content-encoding", ""))
             except ValueError as e:
@@ -232,15 +236,18 @@ class ConverseTap:
         pending = self._pending.pop(flow.id, None)
         if pending is None or self.writer is None:
             return
-        tap = pending.tap
+        tap, grpc = pending.tap, pending.grpc
         extra = [f"sse_parse_failed:{tap.failed}"] if tap is not None and tap.failed else None
+        if grpc is not None:
+            extra = grpc.anomalies()
         ex = exchange_from_flow(
             flow,
             sse_events=tap.events if tap else None,
             sse_comments=tap.comments if tap else 0,
-            streamed_bytes=tap.bytes if tap else None,
+            streamed_bytes=tap.bytes if tap else grpc.bytes if grpc else None,
             max_body=self.max_body,
             extra_anomalies=extra,
+            grpc_frames=grpc.frames if grpc else None,
         )
         self.writer.submit(partial(extract, ex, self.policy, pending.req))
 
