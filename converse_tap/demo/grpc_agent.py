@@ -15,7 +15,6 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.grpc_handler import GrpcHandler
 from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import a2a_pb2_grpc
-from a2a.types.a2a_pb2 import AgentCard, AgentInterface
 
 from ..a2a.constants import CONVERSE_URI
 from ..a2a.headers import split_uris
@@ -58,7 +57,9 @@ class EchoingGrpcHandler(GrpcHandler):
     spec's activation signal; the SDK does not send it), as the HTTP demo's middleware does."""
 
     async def _echo(self, context: grpc.aio.ServicerContext) -> None:
-        asked = [v for k, v in context.invocation_metadata() or () if k.lower() in ("a2a-extensions", "x-a2a-extensions")]
+        asked = [
+            v for k, v in context.invocation_metadata() or () if k.lower() in ("a2a-extensions", "x-a2a-extensions")
+        ]
         if CONVERSE_URI in split_uris(v if isinstance(v, str) else v.decode() for v in asked):
             await context.send_initial_metadata((("a2a-extensions", CONVERSE_URI),))
 
@@ -70,16 +71,6 @@ class EchoingGrpcHandler(GrpcHandler):
         await self._echo(context)
         async for item in super()._handle_stream(request, context, handler_func):
             yield item
-
-
-def grpc_card(card: AgentCard, target: str, agent_id: str) -> AgentCard:
-    """`card` with a v1.0 gRPC interface at `target` (host:port), the agent named by the request's tenant."""
-    out = AgentCard()
-    out.CopyFrom(card)
-    out.supported_interfaces.append(
-        AgentInterface(url=target, protocol_binding="GRPC", protocol_version="1.0", tenant=agent_id)
-    )
-    return out
 
 
 @dataclass
@@ -98,20 +89,17 @@ class GrpcAgentServer:
     def target(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def card(self) -> AgentCard:
-        return grpc_card(agent_card(f"https://{self.target}", self.agent_id, self.name), self.target, self.agent_id)
-
     async def start(self) -> None:
         key, self.cert = self_signed(self.host)
+        self.server = grpc.aio.server()
+        creds = grpc.ssl_server_credentials([(key, self.cert)])
+        self.port = self.server.add_secure_port(f"{self.host}:{self.port}", creds)
         handler = DefaultRequestHandler(
             agent_executor=self.executor or ConverseExecutor(),
             task_store=InMemoryTaskStore(),
-            agent_card=agent_card(f"https://{self.host}", self.agent_id, self.name),
+            agent_card=agent_card(f"https://{self.target}", self.agent_id, self.name, self.target),
         )
-        self.server = grpc.aio.server()
         a2a_pb2_grpc.add_A2AServiceServicer_to_server(EchoingGrpcHandler(handler), self.server)
-        creds = grpc.ssl_server_credentials([(key, self.cert)])
-        self.port = self.server.add_secure_port(f"{self.host}:{self.port}", creds)
         await self.server.start()
 
     async def stop(self) -> None:
