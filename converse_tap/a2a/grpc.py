@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from .classify import A2ARequest
-from .constants import JSONRPC_V1_METHODS
+from .constants import CONVERSE_URI, JSONRPC_V1_METHODS
 from .exchange import HttpExchange
 from .grpc_frames import GrpcFrame, parse_frames
 from .headers import Headers, split_uris
@@ -196,7 +196,7 @@ def _reason(details: str | None, anomalies: list[str]) -> str | None:
     from google.rpc import error_details_pb2, status_pb2
 
     try:
-        status = status_pb2.Status.FromString(base64.b64decode(details + "=" * (-len(details) % 4)))
+        status = status_pb2.Status.FromString(base64.b64decode(details + "=" * (-len(details) % 4), validate=True))
     except (binascii.Error, DecodeError, ValueError):
         anomalies.append("grpc_status_details_undecodable")
         return None
@@ -224,6 +224,7 @@ def extract_grpc_response(
             row["extensions_echoed"] + trailers.get_all("a2a-extensions") + trailers.get_all("x-a2a-extensions")
         )
         row["extensions_echoed"] = echoed
+        row["converse_echoed"] = CONVERSE_URI in echoed
     frames = ex.grpc_frames
     if frames is None:
         frames, notes = parse_frames(
