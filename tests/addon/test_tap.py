@@ -183,3 +183,61 @@ def test_a_host_that_never_configures_the_addon_still_gets_a_recording(tmp_path,
         run_hooks(addon, a2a_flow(response=jsonrpc_result({"message": agent_message()})))
         addon.done()
     assert load(tmp_path / "converse-tap-data", "exchanges")["method"].tolist() == ["SendMessage"]
+
+
+def test_grpc_is_tapped_message_by_message_and_forwarded_unchanged(tap) -> None:
+    from a2a.types import a2a_pb2 as pb
+    from mitmproxy import http
+
+    addon, _, out = tap
+
+    def frame(m) -> bytes:
+        data = m.SerializeToString()
+        return b"\0" + len(data).to_bytes(4, "big") + data
+
+    reply = pb.Message(message_id="a-1", context_id="c", role=pb.ROLE_AGENT, parts=[pb.Part(text="Done")])
+    body = frame(
+        pb.StreamResponse(
+            status_update=pb.TaskStatusUpdateEvent(
+                task_id="t", context_id="c", status=pb.TaskStatus(state=pb.TASK_STATE_WORKING)
+            )
+        )
+    ) + frame(
+        pb.StreamResponse(
+            status_update=pb.TaskStatusUpdateEvent(
+                task_id="t", context_id="c", status=pb.TaskStatus(state=pb.TASK_STATE_COMPLETED, message=reply)
+            )
+        )
+    )
+    request = pb.SendMessageRequest(
+        message=pb.Message(message_id="u-1", role=pb.ROLE_USER, parts=[pb.Part(text="Book it")])
+    )
+    flow = tflow.tflow(resp=True)
+    flow.request.url = "https://agent.test/lf.a2a.v1.A2AService/SendStreamingMessage"
+    flow.request.method = "POST"
+    flow.request.http_version = flow.response.http_version = "HTTP/2.0"
+    flow.request.headers["content-type"] = "application/grpc"
+    flow.request.content = frame(request)
+    flow.response.headers = http.Headers(content_type="application/grpc")
+    addon.request(flow)
+    addon.responseheaders(flow)
+    stream = flow.response.stream
+    assert callable(stream)
+    forwarded = [stream(body[i : i + 3]) for i in range(0, len(body), 3)] + [stream(b"")]
+    assert forwarded[:-1] == [body[i : i + 3] for i in range(0, len(body), 3)] and forwarded[-1] == b""
+    flow.response.data.content = None
+    flow.response.trailers = http.Headers(grpc_status="0")
+    addon.response(flow)
+    addon.done()
+    ex = load(out, "exchanges").iloc[0]
+    assert (ex["binding"], ex["streamed"], ex["sse_events"], ex["task_state"], ex["complete"], ex["bytes_out"]) == (
+        "grpc",
+        True,
+        2,
+        "TASK_STATE_COMPLETED",
+        True,
+        len(body),
+    )
+    msgs = load(out, "messages").sort_values("seq")
+    assert msgs["text"].tolist() == ["Book it", "Done"]
+    assert msgs["ts"].iloc[1] >= msgs["ts"].iloc[0]
