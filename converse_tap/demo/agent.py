@@ -138,10 +138,11 @@ def agent_card(base: str, agent_id: str, name: str, grpc_target: str | None = No
         AgentInterface(url=rpc, protocol_binding="JSONRPC", protocol_version="0.3"),
         AgentInterface(url=rest, protocol_binding="HTTP+JSON", protocol_version="0.3"),
     ]
-    if grpc_target:  # one gRPC server per agent (GrpcAgentServer); the tenant names the agent
-        interfaces.append(
-            AgentInterface(url=grpc_target, protocol_binding="GRPC", protocol_version="1.0", tenant=agent_id)
-        )
+    if grpc_target:  # one gRPC server per agent (GrpcAgentServer); the tenant names the agent (v1.0 only)
+        interfaces += [
+            AgentInterface(url=grpc_target, protocol_binding="GRPC", protocol_version="1.0", tenant=agent_id),
+            AgentInterface(url=grpc_target, protocol_binding="GRPC", protocol_version="0.3"),
+        ]
     return AgentCard(
         name=name,
         description=f"{name}: opening hours, allergens, bookings.",

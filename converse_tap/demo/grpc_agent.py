@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 import grpc.aio
+from a2a.compat.v0_3 import a2a_v0_3_pb2_grpc
+from a2a.compat.v0_3.grpc_handler import CompatGrpcHandler
 from a2a.server.agent_execution import AgentExecutor
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.grpc_handler import GrpcHandler
@@ -52,30 +54,40 @@ def self_signed(host: str = "127.0.0.1") -> tuple[bytes, bytes]:
     return key_pem, cert.public_bytes(serialization.Encoding.PEM)
 
 
-class EchoingGrpcHandler(GrpcHandler):
-    """The a2a-sdk's servicer, echoing the activated converse URI in the response's `a2a-extensions` metadata (the
-    spec's activation signal; the SDK does not send it), as the HTTP demo's middleware does."""
+class EchoExtensions(grpc.aio.ServerInterceptor):
+    """Echo the activated converse URI in the response's `a2a-extensions` metadata (the spec's activation signal;
+    the a2a-sdk does not send it), as the HTTP demo's middleware does; for both the v1.0 and v0.3 services."""
 
-    async def _echo(self, context: grpc.aio.ServicerContext) -> None:
-        asked = [
-            v for k, v in context.invocation_metadata() or () if k.lower() in ("a2a-extensions", "x-a2a-extensions")
-        ]
-        if CONVERSE_URI in split_uris(v if isinstance(v, str) else v.decode() for v in asked):
-            await context.send_initial_metadata((("a2a-extensions", CONVERSE_URI),))
+    async def intercept_service(self, continuation: Any, details: Any) -> Any:
+        handler = await continuation(details)
+        asked = [v for k, v in details.invocation_metadata or () if k.lower() in ("a2a-extensions", "x-a2a-extensions")]
+        if handler is None or CONVERSE_URI not in split_uris(v if isinstance(v, str) else v.decode() for v in asked):
+            return handler
+        echo = (("a2a-extensions", CONVERSE_URI),)
+        if handler.unary_unary is not None:
+            unary = handler.unary_unary
 
-    async def _handle_unary(self, request: Any, context: Any, handler_func: Any, default_response: Any) -> Any:
-        await self._echo(context)
-        return await super()._handle_unary(request, context, handler_func, default_response)
+            async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                await context.send_initial_metadata(echo)
+                return await unary(request, context)
 
-    async def _handle_stream(self, request: Any, context: Any, handler_func: Any) -> AsyncIterable[Any]:
-        await self._echo(context)
-        async for item in super()._handle_stream(request, context, handler_func):
-            yield item
+            return handler._replace(unary_unary=unary_unary)
+        if handler.unary_stream is not None:
+            stream = handler.unary_stream
+
+            async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                await context.send_initial_metadata(echo)
+                async for item in stream(request, context):
+                    yield item
+
+            return handler._replace(unary_stream=unary_stream)
+        return handler
 
 
 @dataclass
 class GrpcAgentServer:
-    """One demo agent on a grpc.aio server at 127.0.0.1 (port 0: a free one), TLS with a self-signed certificate."""
+    """One demo agent on a grpc.aio server at 127.0.0.1 (port 0: a free one), TLS with a self-signed certificate;
+    the v1.0 service (`lf.a2a.v1.A2AService`) and the v0.3 one (`a2a.v1.A2AService`) side by side."""
 
     agent_id: str = "ag_trattoria01"
     name: str = "Trattoria Roma"
@@ -91,7 +103,7 @@ class GrpcAgentServer:
 
     async def start(self) -> None:
         key, self.cert = self_signed(self.host)
-        self.server = grpc.aio.server()
+        self.server = grpc.aio.server(interceptors=[EchoExtensions()])
         creds = grpc.ssl_server_credentials([(key, self.cert)])
         self.port = self.server.add_secure_port(f"{self.host}:{self.port}", creds)
         handler = DefaultRequestHandler(
@@ -99,7 +111,8 @@ class GrpcAgentServer:
             task_store=InMemoryTaskStore(),
             agent_card=agent_card(f"https://{self.target}", self.agent_id, self.name, self.target),
         )
-        a2a_pb2_grpc.add_A2AServiceServicer_to_server(EchoingGrpcHandler(handler), self.server)
+        a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler), self.server)
+        a2a_v0_3_pb2_grpc.add_A2AServiceServicer_to_server(CompatGrpcHandler(handler), self.server)
         await self.server.start()
 
     async def stop(self) -> None:

@@ -70,7 +70,7 @@ async def _script(client: Any) -> list[str]:
     return texts
 
 
-async def _conversation(proxy: str, ca: bytes, binding: str, streaming: bool) -> list[str]:
+async def _conversation(proxy: str, ca: bytes, binding: str, streaming: bool, dialect: str = "1.0") -> list[str]:
     """The demo agent over HTTP (its card) and gRPC, both in this loop; the script through the proxy in `binding`."""
     grpc_agent = GrpcAgentServer()
     await grpc_agent.start()
@@ -80,7 +80,7 @@ async def _conversation(proxy: str, ca: bytes, binding: str, streaming: bool) ->
         async with httpx.AsyncClient(proxy=proxy, timeout=30) as http:
             card = await A2ACardResolver(http, f"{http_agent.base}/agents/ag_trattoria01").get_agent_card()
             keep = [
-                i for i in card.supported_interfaces if i.protocol_version == "1.0" and i.protocol_binding == binding
+                i for i in card.supported_interfaces if i.protocol_version == dialect and i.protocol_binding == binding
             ]
             del card.supported_interfaces[:]
             card.supported_interfaces.extend(keep)
@@ -100,44 +100,50 @@ async def _conversation(proxy: str, ca: bytes, binding: str, streaming: bool) ->
         await grpc_agent.stop()
 
 
-def _record(tmp_path: Path, name: str, binding: str, streaming: bool) -> tuple[Path, list[str]]:
+def _record(tmp_path: Path, name: str, binding: str, streaming: bool, dialect: str) -> tuple[Path, list[str]]:
     out, conf = tmp_path / name, tmp_path / "conf"
     with mitmdump(out, *proxy_options(conf)) as (proxy, proc):
         ca = (conf / "mitmproxy-ca-cert.pem").read_bytes()
-        texts = asyncio.run(_conversation(proxy, ca, binding, streaming))
+        texts = asyncio.run(_conversation(proxy, ca, binding, streaming, dialect))
     assert proc.popen.returncode == 0, proc.output
     return out, texts
 
 
-def _comparable(report: Any) -> Any:
+def _comparable(report: Any, also: frozenset[str] = frozenset()) -> Any:
     """A report without what differs between two recordings of the same script: where and when."""
     if isinstance(report, dict):
-        drop = {"path", "first_seen", "last_seen", "median_seconds", "mcp_url"}  # mcp_url: the agent's port
-        return {k: _comparable(v) for k, v in report.items() if k not in drop}
+        drop = {"path", "first_seen", "last_seen", "median_seconds", "mcp_url", *also}  # mcp_url: the agent's port
+        return {k: _comparable(v, also) for k, v in report.items() if k not in drop}
     if isinstance(report, list):
-        return [_comparable(v) for v in report]
+        return [_comparable(v, also) for v in report]
     return report
 
 
+@pytest.mark.parametrize("dialect", ["1.0", "0.3"])
 @pytest.mark.parametrize("streaming", [False, True], ids=["unary", "streaming"])
-def test_a2a_sdk_grpc_conversation_lands_in_parquet_as_over_jsonrpc(tmp_path: Path, streaming: bool) -> None:
-    out, texts = _record(tmp_path, "grpc", "GRPC", streaming)
-    rpc_out, rpc_texts = _record(tmp_path, "jsonrpc", "JSONRPC", streaming)
+def test_a2a_sdk_grpc_conversation_lands_in_parquet_as_over_jsonrpc(
+    tmp_path: Path, streaming: bool, dialect: str
+) -> None:
+    out, texts = _record(tmp_path, "grpc", "GRPC", streaming, dialect)
+    rpc_out, rpc_texts = _record(tmp_path, "jsonrpc", "JSONRPC", streaming, dialect)
     assert texts == rpc_texts and texts[-1].startswith("There is no private parking")
 
     ex = load(out, "exchanges")
     calls = ex[ex["binding"] != "card"].sort_values("ts_start")
     send = "SendStreamingMessage" if streaming else "SendMessage"
     assert calls["method"].tolist() == [send, send, send, "GetTask", send]
-    assert set(calls["binding"]) == {"grpc"} and set(calls["dialect"]) == {"v1.0"}
+    assert set(calls["binding"]) == {"grpc"} and set(calls["dialect"]) == {f"v{dialect}"}
     assert set(calls["http_version"]) == {"HTTP/2.0"} and set(calls["content_type"]) == {"application/grpc"}
-    assert calls["method_raw"].iloc[3] == f"/{SERVICE}/GetTask"
+    package = "lf.a2a.v1" if dialect == "1.0" else "a2a.v1"
+    assert calls["method_raw"].iloc[3] == f"/{package}.A2AService/GetTask"
     assert calls["streamed"].tolist() == [streaming, streaming, streaming, False, streaming]
     assert calls["converse_requested"].all() and calls["converse_echoed"].all()
     assert calls["complete"].all() and not calls["anomalies"].apply(len).any(), calls["anomalies"].tolist()
     assert calls["error_code"].isna().all()
     assert calls["task_state"].tolist()[:3] == ["TASK_STATE_INPUT_REQUIRED"] * 2 + ["TASK_STATE_COMPLETED"]
-    assert set(calls["agent_id"]) == {"ag_trattoria01"}
+    # v1.0 requests name the agent in `tenant`; v0.3 ones have only the server's address
+    agent = "ag_trattoria01" if dialect == "1.0" else calls["server_addr"].iloc[0]
+    assert set(calls["agent"]) == {agent}
     if streaming:
         assert (calls[calls["method"] == send]["sse_events"] >= 1).all()
     cards = load(out, "agent_cards")
@@ -149,13 +155,21 @@ def test_a2a_sdk_grpc_conversation_lands_in_parquet_as_over_jsonrpc(tmp_path: Pa
     cols += ["has_envelope", "routine_status", "coverage", "author"]
     seen = msgs.sort_values(["ts", "seq"])[cols].reset_index(drop=True).astype(str)
     rpc_seen = rpc_msgs.sort_values(["ts", "seq"])[cols].reset_index(drop=True).astype(str)
-    for frame in (seen, rpc_seen):  # JSON-RPC places objects in `result`, gRPC (like REST) in the body itself
-        frame["location"] = frame["location"].str.replace(r"\b(?:result|body)\.?", "", regex=True)
+    for frame in (seen, rpc_seen):
+        # JSON-RPC places objects in `result`, gRPC (like REST) in the body itself; v0.3 JSON tells an object's
+        # kind by its `kind` member, v0.3 protobuf (like v1.0) by the wrapper it sits in
+        loc = frame["location"].str.replace(r"\b(?:result|body)\.?", "", regex=True)
+        wrapper = r"^(event\[\d+\]\.)?(?:task|message|statusUpdate|artifactUpdate)(?:\.|$)"
+        loc = loc.str.replace(wrapper, r"\1", regex=True)
+        frame["location"] = loc.str.rstrip(".")
     assert seen.to_dict("records") == rpc_seen.to_dict("records")  # the same sightings, in the same places
 
-    report = build_report(Engine.over_dataset(out), by=("agent",))
+    # v0.3: the calls' agent (the server's address) is not the card's (its path): two agents, not one
+    by, also = (("agent",), frozenset()) if dialect == "1.0" else ((), frozenset({"agents"}))
+    report = build_report(Engine.over_dataset(out), by=by)
     assert report["dataset"]["replies"] >= 4 and report["dataset"]["exchanges"] == 6
-    assert _comparable(report) == _comparable(build_report(Engine.over_dataset(rpc_out), by=("agent",)))
+    assert sorted(report["dataset"]["agents"]) == sorted({agent, "ag_trattoria01"})
+    assert _comparable(report, also) == _comparable(build_report(Engine.over_dataset(rpc_out), by=by), also)
 
 
 def test_grpc_bytes_are_identical_and_streams_are_relayed_message_by_message(tmp_path: Path) -> None:
@@ -163,7 +177,7 @@ def test_grpc_bytes_are_identical_and_streams_are_relayed_message_by_message(tmp
     ext = (("a2a-extensions", CONVERSE_URI),)
 
     async def scenario(up: CannedGrpc, proxy: str, ca: bytes) -> None:
-        if True:
+        if True:  # one level, as the other scenarios
             direct, proxied = channel(up.target, up.cert), channel(up.target, ca, proxy)
             try:
                 for method, request, kw in (
