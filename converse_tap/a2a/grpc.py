@@ -226,6 +226,11 @@ def extract_grpc_response(
         row["extensions_echoed"] = echoed
         row["converse_echoed"] = CONVERSE_URI in echoed
     frames = ex.grpc_frames
+    ctype = ex.response_headers.get("content-type")
+    if frames is None and not is_grpc(ctype):  # e.g. an intermediary's HTML error page: not gRPC framing
+        if ex.response_body:
+            anomalies.append(f"grpc_response_not_grpc:{(ctype or '').split(';')[0].strip()}")
+        frames = []
     if frames is None:
         frames, notes = parse_frames(
             ex.response_body or b"", max_message, ex.response_headers.get("grpc-encoding") or "", ex.ts_end

@@ -13,6 +13,7 @@ from mitmproxy import ctx, exceptions, http
 
 from ..a2a.classify import A2ARequest, classify
 from ..a2a.extract import Extraction, extract
+from ..a2a.grpc import is_grpc
 from ..a2a.headers import Headers
 from ..a2a.redact import TEXT_POLICIES, TextPolicy
 from ..store.files import check_writable, dataset_salt
@@ -219,7 +220,7 @@ class ConverseTap:
         if pending is None or flow.response is None or flow.response.stream:
             return
         ctype = flow.response.headers.get("content-type", "").lower()
-        if pending.req.binding == "grpc":  # relay each message as it comes; reassemble aside
+        if pending.req.binding == "grpc" and is_grpc(ctype):  # relay each message as it comes; reassemble aside
             pending.grpc = GrpcTap(self.max_body, flow.response.headers.get("grpc-encoding", ""))
             flow.response.stream = pending.grpc
         elif ctype.startswith("text/event-stream"):

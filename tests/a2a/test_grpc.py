@@ -297,3 +297,13 @@ def test_v03_messages_and_echo_in_trailers() -> None:
         ("agent", "Hi", "body.message"),
     ]
     assert out.messages[1]["has_envelope"]
+
+
+def test_a_non_grpc_answer_to_a_grpc_call_is_an_error_not_frames() -> None:
+    ex = _exchange("SendMessage", _send_request(), b"<html>Bad gateway</html>", trailers=[])
+    ex.status, ex.response_headers = 502, Headers([("content-type", "text/html; charset=utf-8")])
+    out = extract(ex, TextPolicy())
+    assert out is not None
+    row = out.exchange
+    assert (row["error_code"], row["complete"], row["replies"]) == (502, False, 0)
+    assert row["anomalies"] == ["grpc_response_not_grpc:text/html"]

@@ -177,34 +177,33 @@ def test_grpc_bytes_are_identical_and_streams_are_relayed_message_by_message(tmp
     ext = (("a2a-extensions", CONVERSE_URI),)
 
     async def scenario(up: CannedGrpc, proxy: str, ca: bytes) -> None:
-        if True:  # one level, as the other scenarios
-            direct, proxied = channel(up.target, up.cert), channel(up.target, ca, proxy)
-            try:
-                for method, request, kw in (
-                    ("SendMessage", REQUEST, {}),
-                    ("SendMessage", REQUEST, {"compression": grpc.Compression.Gzip}),
-                    ("GetTask", TASK_REQUEST, {}),
-                    ("CancelTask", TASK_REQUEST, {}),
-                    ("Frobnicate", REQUEST, {}),
-                ):
-                    md = ext + ((("x-compress", "1"),) if kw else ())
-                    a = await raw_call(direct, method, request, md, **kw)
-                    b = await raw_call(proxied, method, request, md, **kw)
-                    assert a == b, method
-                assert (await raw_call(proxied, "SendMessage", REQUEST, ext))[0] == REPLY
+        direct, proxied = channel(up.target, up.cert), channel(up.target, ca, proxy)
+        try:
+            for method, request, kw in (
+                ("SendMessage", REQUEST, {}),
+                ("SendMessage", REQUEST, {"compression": grpc.Compression.Gzip}),
+                ("GetTask", TASK_REQUEST, {}),
+                ("CancelTask", TASK_REQUEST, {}),
+                ("Frobnicate", REQUEST, {}),
+            ):
+                md = ext + ((("x-compress", "1"),) if kw else ())
+                a = await raw_call(direct, method, request, md, **kw)
+                b = await raw_call(proxied, method, request, md, **kw)
+                assert a == b, method
+            assert (await raw_call(proxied, "SendMessage", REQUEST, ext))[0] == REPLY
 
-                call = proxied.unary_stream(f"/{SERVICE}/SendStreamingMessage")(REQUEST, metadata=ext)
-                stream = call.__aiter__()
-                # the agent holds the stream after its first message: a buffering proxy never delivers it
-                first = await asyncio.wait_for(stream.__anext__(), timeout=20)
-                assert first == STREAM[0] and not up.release.is_set()
-                up.release.set()
-                rest = [m async for m in stream]
-                assert [first, *rest] == STREAM
-                assert await call.code() == grpc.StatusCode.OK
-            finally:
-                await direct.close()
-                await proxied.close()
+            call = proxied.unary_stream(f"/{SERVICE}/SendStreamingMessage")(REQUEST, metadata=ext)
+            stream = call.__aiter__()
+            # the agent holds the stream after its first message: a buffering proxy never delivers it
+            first = await asyncio.wait_for(stream.__anext__(), timeout=20)
+            assert first == STREAM[0] and not up.release.is_set()
+            up.release.set()
+            rest = [m async for m in stream]
+            assert [first, *rest] == STREAM
+            assert await call.code() == grpc.StatusCode.OK
+        finally:
+            await direct.close()
+            await proxied.close()
 
     with CannedGrpc() as up, mitmdump(out, *proxy_options(conf)) as (proxy, proc):
         asyncio.run(scenario(up, proxy, (conf / "mitmproxy-ca-cert.pem").read_bytes()))
