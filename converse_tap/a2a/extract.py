@@ -13,7 +13,7 @@ from .classify import A2ARequest, classify
 from .constants import CONVERSE_URI
 from .envelope import empty_envelope, find_envelope, flatten_envelope
 from .exchange import HttpExchange
-from .grpc import DEFAULT_MAX, extract_grpc_response
+from .grpc import DEFAULT_MAX, extract_grpc_response, request_params
 from .headers import split_uris
 from .objects import (
     Sighting,
@@ -94,6 +94,8 @@ def extract(ex: HttpExchange, policy: TextPolicy, req: A2ARequest | None = None)
         req = classify(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_prefix)
         if req is None:
             return None
+    if req.binding == "grpc":
+        request_params(req)  # the request message, decoded on this (writer) thread
     anomalies: list[str] = list(req.anomalies) + list(ex.anomalies)
     agent, agent_id = agent_of(req.agent_url)
     hdr = ex.request_headers

@@ -84,9 +84,9 @@ def method_descriptor(dialect: str, method: str) -> Any:
     return None if service is None else service.methods_by_name.get(method)
 
 
-def decode(dialect: str, method: str, direction: str, data: bytes) -> tuple[Any, str | None]:
-    """One message of `method` ("request" or "response") -> its ProtoJSON dict, or (None, anomaly)."""
-    from google.protobuf import json_format, message_factory
+def parse(dialect: str, method: str, direction: str, data: bytes) -> tuple[Any, str | None]:
+    """One message of `method` ("request" or "response") -> the protobuf message, or (None, anomaly)."""
+    from google.protobuf import message_factory
     from google.protobuf.message import DecodeError
 
     desc = method_descriptor(dialect, method)
@@ -94,16 +94,51 @@ def decode(dialect: str, method: str, direction: str, data: bytes) -> tuple[Any,
         return None, "grpc_not_decoded:unknown_method"
     cls = message_factory.GetMessageClass(desc.input_type if direction == "request" else desc.output_type)
     try:
-        doc = json_format.MessageToDict(cls.FromString(data))
+        return cls.FromString(data), None
     except (DecodeError, RecursionError, ValueError) as e:
+        return None, f"grpc_message_undecodable:{type(e).__name__}"
+
+
+def to_dict(dialect: str, message: Any) -> tuple[Any, str | None]:
+    """A protobuf message -> the ProtoJSON dict the JSON bindings carry."""
+    from google.protobuf import json_format
+
+    try:
+        doc = json_format.MessageToDict(message)
+    except (RecursionError, ValueError) as e:
         return None, f"grpc_message_undecodable:{type(e).__name__}"
     if dialect == "v0.3" and isinstance(doc.get("msg"), dict):  # v0.3 names the message member `msg`
         doc["message"] = doc.pop("msg")
     return doc, None
 
 
+def decode(dialect: str, method: str, direction: str, data: bytes) -> tuple[Any, str | None]:
+    """One message of `method` ("request" or "response") -> its ProtoJSON dict, or (None, anomaly)."""
+    message, note = parse(dialect, method, direction, data)
+    return (None, note) if message is None else to_dict(dialect, message)
+
+
+def request_params(req: A2ARequest) -> Any:
+    """The request message of a gRPC call as a dict. `classify_grpc` leaves it a protobuf message (turning it into
+    a dict is most of the cost, and need not happen on mitmproxy's event loop); this converts it once."""
+    from google.protobuf.message import Message
+
+    if isinstance(req.params, Message):
+        req.params, note = to_dict(req.dialect, req.params)
+        if note:
+            req.anomalies.append(f"request_{note}")
+    return req.params
+
+
+def _scalars(message: Any) -> dict[str, Any]:
+    """The top-level string fields of a message by their JSON names (tenant, id, name, taskId, parent…)."""
+    return {f.json_name: getattr(message, f.name) for f in message.DESCRIPTOR.fields if f.type == f.TYPE_STRING}
+
+
 def classify_grpc(url: str, headers: Headers, body: bytes | None, max_message: int = DEFAULT_MAX) -> A2ARequest | None:
-    """An A2A gRPC call (path `/<package>.A2AService/<Method>`, content type application/grpc) or None."""
+    """An A2A gRPC call (path `/<package>.A2AService/<Method>`, content type application/grpc) or None.
+
+    Its `params` is the request message as protobuf: `request_params` gives the dict (extract calls it)."""
     parts = urlsplit(url)
     found = grpc_path(parts.path)
     if found is None or not is_grpc(headers.get("content-type")):
@@ -125,11 +160,12 @@ def classify_grpc(url: str, headers: Headers, body: bytes | None, max_message: i
         if len(frames) != 1:
             anomalies.append(f"grpc_request_messages:{len(frames)}")
         if frames:
-            params, note = _frame_doc(frames[0], dialect, raw, "request")
+            params, note = _frame_doc(frames[0], dialect, raw, "request", parse)
             if note and not note.startswith("grpc_not_decoded"):
                 anomalies.append(f"request_{note}")
+    fields = _scalars(params) if params is not None else {}
     origin = f"{parts.scheme}://{parts.netloc}"
-    tenant = params.get("tenant") if isinstance(params, dict) else None
+    tenant = fields.get("tenant")
     return A2ARequest(
         "grpc",
         canonical,
@@ -137,17 +173,19 @@ def classify_grpc(url: str, headers: Headers, body: bytes | None, max_message: i
         dialect,
         f"{origin}/{tenant}" if isinstance(tenant, str) and tenant else origin,
         params=params,
-        task_id=_task_id(canonical, params),
+        task_id=_task_id(canonical, fields),
         anomalies=anomalies,
     )
 
 
-def _frame_doc(frame: GrpcFrame, dialect: str, method: str, direction: str) -> tuple[Any, str | None]:
+def _frame_doc(
+    frame: GrpcFrame, dialect: str, method: str, direction: str, how: Callable[..., Any] = decode
+) -> tuple[Any, str | None]:
     if frame.oversize:
         return None, "grpc_message_too_large"
     if frame.error:
         return None, frame.error
-    return decode(dialect, method, direction, frame.data)
+    return how(dialect, method, direction, frame.data)
 
 
 def _task_id(operation: str, params: Any) -> str | None:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from converse_tap.a2a.classify import classify
 from converse_tap.a2a.exchange import HttpExchange
 from converse_tap.a2a.extract import extract
-from converse_tap.a2a.grpc import classify_grpc, decode, grpc_status, is_grpc
+from converse_tap.a2a.grpc import classify_grpc, decode, grpc_status, is_grpc, request_params
 from converse_tap.a2a.grpc_frames import GrpcFrameParser, parse_frames
 from converse_tap.a2a.headers import Headers
 from converse_tap.a2a.redact import TextPolicy
@@ -129,7 +129,7 @@ def test_classify_v1_and_v03_calls() -> None:
         "v1.0",
         f"{BASE}/ag_trattoria01",
     )
-    assert req.params["message"]["parts"] == [{"text": "When are you open?"}] and req.anomalies == []
+    assert request_params(req)["message"]["parts"] == [{"text": "When are you open?"}] and req.anomalies == []
 
     sub = v03.TaskSubscriptionRequest(name="tasks/t-7").SerializeToString()
     req = classify_grpc(f"{V03}/TaskSubscription", Headers(GRPC_HEADERS), frame(sub))

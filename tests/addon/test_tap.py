@@ -189,36 +189,19 @@ def test_grpc_is_tapped_message_by_message_and_forwarded_unchanged(tap) -> None:
     from a2a.types import a2a_pb2 as pb
     from mitmproxy import http
 
+    from tests.factories import grpc_flow, grpc_frame
+
     addon, _, out = tap
-
-    def frame(m) -> bytes:
-        data = m.SerializeToString()
-        return b"\0" + len(data).to_bytes(4, "big") + data
-
     reply = pb.Message(message_id="a-1", context_id="c", role=pb.ROLE_AGENT, parts=[pb.Part(text="Done")])
-    body = frame(
-        pb.StreamResponse(
-            status_update=pb.TaskStatusUpdateEvent(
-                task_id="t", context_id="c", status=pb.TaskStatus(state=pb.TASK_STATE_WORKING)
-            )
-        )
-    ) + frame(
-        pb.StreamResponse(
-            status_update=pb.TaskStatusUpdateEvent(
-                task_id="t", context_id="c", status=pb.TaskStatus(state=pb.TASK_STATE_COMPLETED, message=reply)
-            )
-        )
+    states = [pb.TaskStatus(state=pb.TASK_STATE_WORKING), pb.TaskStatus(state=pb.TASK_STATE_COMPLETED, message=reply)]
+    body = b"".join(
+        grpc_frame(pb.StreamResponse(status_update=pb.TaskStatusUpdateEvent(task_id="t", context_id="c", status=s)))
+        for s in states
     )
     request = pb.SendMessageRequest(
         message=pb.Message(message_id="u-1", role=pb.ROLE_USER, parts=[pb.Part(text="Book it")])
     )
-    flow = tflow.tflow(resp=True)
-    flow.request.url = "https://agent.test/lf.a2a.v1.A2AService/SendStreamingMessage"
-    flow.request.method = "POST"
-    flow.request.http_version = flow.response.http_version = "HTTP/2.0"
-    flow.request.headers["content-type"] = "application/grpc"
-    flow.request.content = frame(request)
-    flow.response.headers = http.Headers(content_type="application/grpc")
+    flow = grpc_flow("SendStreamingMessage", request)
     addon.request(flow)
     addon.responseheaders(flow)
     stream = flow.response.stream
