@@ -84,15 +84,23 @@ def method_descriptor(dialect: str, method: str) -> Any:
     return None if service is None else service.methods_by_name.get(method)
 
 
-def parse(dialect: str, method: str, direction: str, data: bytes) -> tuple[Any, str | None]:
-    """One message of `method` ("request" or "response") -> the protobuf message, or (None, anomaly)."""
+@functools.cache
+def _message_class(dialect: str, method: str, direction: str) -> Any:
     from google.protobuf import message_factory
-    from google.protobuf.message import DecodeError
 
     desc = method_descriptor(dialect, method)
     if desc is None:
+        return None
+    return message_factory.GetMessageClass(desc.input_type if direction == "request" else desc.output_type)
+
+
+def parse(dialect: str, method: str, direction: str, data: bytes) -> tuple[Any, str | None]:
+    """One message of `method` ("request" or "response") -> the protobuf message, or (None, anomaly)."""
+    from google.protobuf.message import DecodeError
+
+    cls = _message_class(dialect, method, direction)
+    if cls is None:
         return None, "grpc_not_decoded:unknown_method"
-    cls = message_factory.GetMessageClass(desc.input_type if direction == "request" else desc.output_type)
     try:
         return cls.FromString(data), None
     except (DecodeError, RecursionError, ValueError) as e:
@@ -130,9 +138,14 @@ def request_params(req: A2ARequest) -> Any:
     return req.params
 
 
+@functools.cache
+def _string_fields(descriptor: Any) -> tuple[tuple[str, str], ...]:
+    return tuple((f.json_name, f.name) for f in descriptor.fields if f.type == f.TYPE_STRING)
+
+
 def _scalars(message: Any) -> dict[str, Any]:
     """The top-level string fields of a message by their JSON names (tenant, id, name, taskId, parent…)."""
-    return {f.json_name: getattr(message, f.name) for f in message.DESCRIPTOR.fields if f.type == f.TYPE_STRING}
+    return {json_name: getattr(message, name) for json_name, name in _string_fields(message.DESCRIPTOR)}
 
 
 def classify_grpc(url: str, headers: Headers, body: bytes | None, max_message: int = DEFAULT_MAX) -> A2ARequest | None:
@@ -269,6 +282,8 @@ def extract_grpc_response(
         if ex.response_body:
             anomalies.append(f"grpc_response_not_grpc:{(ctype or '').split(';')[0].strip()}")
         frames = []
+    if frames is None and ex.response_body is None and ex.status == 200:
+        anomalies.append("grpc_body_not_stored")  # a flow file written without store_streamed_bodies
     if frames is None:
         frames, notes = parse_frames(
             ex.response_body or b"", max_message, ex.response_headers.get("grpc-encoding") or "", ex.ts_end

@@ -115,6 +115,9 @@ def parse_frames(
     body: bytes, max_message_bytes: int = 16 * 1024 * 1024, encoding: str = "", received: float | None = None
 ) -> tuple[list[GrpcFrame], list[str]]:
     """Split a whole gRPC body into its messages; the anomalies say when it was malformed or cut short."""
+    size = len(body) - PREFIX
+    if size >= 0 and body[0] == 0 and int.from_bytes(body[1:PREFIX], "big") == size <= max_message_bytes:
+        return [GrpcFrame(body[PREFIX:], received, False, size)], []  # one plain message, as requests are
     parser = GrpcFrameParser(max_message_bytes, encoding)
     frames = parser.feed(body, received)
     return frames, parser_anomalies(parser)

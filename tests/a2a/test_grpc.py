@@ -307,3 +307,10 @@ def test_a_non_grpc_answer_to_a_grpc_call_is_an_error_not_frames() -> None:
     row = out.exchange
     assert (row["error_code"], row["complete"], row["replies"]) == (502, False, 0)
     assert row["anomalies"] == ["grpc_response_not_grpc:text/html"]
+
+
+def test_a_flow_saved_without_its_streamed_body_says_so() -> None:
+    out = extract(_exchange("SendMessage", _send_request(), None), TextPolicy())
+    assert out is not None
+    assert out.exchange["anomalies"] == ["grpc_body_not_stored"] and out.exchange["complete"]
+    assert [m["direction"] for m in out.messages] == ["request"]
