@@ -184,11 +184,14 @@ def _message(buf: Any, loc: tuple[int, int, int], max_body: int) -> dict[str, An
     for key in _TIMES:
         if key in fields:
             out[key.decode()] = _value(buf, *fields[key])
-    if b"headers" in fields:
-        hs, he, ht = fields[b"headers"]
-        if ht != _LIST:
-            raise _Bad("headers that are not a list")
-        out["headers"] = _headers(buf, hs, he)
+    for key in (b"headers", b"trailers"):  # trailers: gRPC's status
+        if key in fields:
+            hs, he, ht = fields[key]
+            if ht == _NULL and key == b"trailers":
+                continue
+            if ht != _LIST:
+                raise _Bad(f"{key.decode()} that are not a list")
+            out[key.decode()] = _headers(buf, hs, he)
     if b"content" in fields:
         cs, ce, ct = fields[b"content"]
         if ct == _BYTES and ce - cs > max_body:

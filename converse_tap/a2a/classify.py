@@ -14,7 +14,7 @@ from .headers import Headers
 
 @dataclass(slots=True)
 class A2ARequest:
-    binding: str  # "jsonrpc" | "rest" | "card"
+    binding: str  # "jsonrpc" | "rest" | "card" | "grpc"
     method: str  # canonical v1.0 operation name (or the raw name when unknown)
     method_raw: str
     dialect: str  # "v1.0" | "v0.3"
@@ -98,6 +98,13 @@ def classify(
     origin, path = _origin(url)
     verb = method.upper()
 
+    if verb == "POST" and ".A2AService/" in path:
+        from .grpc import classify_grpc  # grpc imports this module
+
+        grpc_req = classify_grpc(url, headers, body)
+        if grpc_req is not None:
+            return grpc_req
+
     m = _CARD_PATH.match(path)
     if m and verb == "GET":
         return A2ARequest("card", CARD_METHOD, CARD_METHOD, _version_dialect(headers) or "v1.0", origin + m["base"])
@@ -152,6 +159,8 @@ def maybe_a2a(method: str, path: str, headers: Headers | Any, body_start: bytes 
     path = path.split("?", 1)[0]
     verb = method.upper()
     if verb == "GET" and _CARD_PATH.match(path):
+        return True
+    if verb == "POST" and ".A2AService/" in path:  # gRPC: /a2a.v1.A2AService/SendMessage (body is protobuf)
         return True
     if verb == "POST" and body_start:
         if b"jsonrpc" in body_start[:4096]:

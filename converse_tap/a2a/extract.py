@@ -14,6 +14,7 @@ from .classify import A2ARequest, classify
 from .constants import CONVERSE_URI, TERMINAL_TASK_STATES
 from .envelope import empty_envelope, find_envelope, flatten_envelope
 from .exchange import HttpExchange
+from .grpc import DEFAULT_MAX, extract_grpc_response, request_params
 from .headers import split_uris
 from .objects import (
     Sighting,
@@ -188,6 +189,8 @@ class Extractor:
             req = classify(ex.method, ex.url, ex.request_headers, ex.request_body, ex.request_prefix)
             if req is None:
                 return None
+        if req.binding == "grpc":
+            request_params(req)  # the request message, decoded here (in the worker), not in the proxy
         anomalies: list[str] = list(req.anomalies) + list(ex.anomalies)
         agent_url = redaction.url(req.agent_url)
         agent, agent_id = agent_of(agent_url)
@@ -297,6 +300,15 @@ class Extractor:
                 row["anomalies"].append("no_response")
             return _finish(self.out, walk, req, confirmed=req.certain)
         content_type = row["content_type"] or ""
+        if req.binding == "grpc":
+
+            def payload(doc: Any, index: int | None, error_event: bool, ts: float | None) -> bool:
+                return self.ctx.payload(doc, walk, index, error_event, ts)
+
+            extract_grpc_response(ex, req, row, payload, DEFAULT_MAX)
+            if ex.status >= 400 and row["error_code"] is None:
+                row["error_code"] = ex.status
+            return _finish(self.out, walk, req, True)
         if row["streamed"]:
             if ex.sse_events is None and ex.response_body is not None and self.n_events == 0:
                 events, ex.sse_comments = parse_sse(ex.response_body)

@@ -9,6 +9,7 @@ from mitmproxy import http
 from mitmproxy.net.http import url as urls
 
 from ..a2a.exchange import HttpExchange
+from ..a2a.grpc_frames import GrpcFrame
 from ..a2a.headers import Headers
 from ..a2a.inflate import TooLarge, inflate
 from ..a2a.sse import SseEvent
@@ -59,6 +60,7 @@ def exchange_from_flow(
     max_body: int = DEFAULT_MAX_BODY,
     source: str = "live",
     extra_anomalies: list[str] | None = None,
+    grpc_frames: list[GrpcFrame] | None = None,
 ) -> HttpExchange:
     anomalies: list[str] = list(extra_anomalies or ())
     req = flow.request
@@ -85,9 +87,12 @@ def exchange_from_flow(
         ex.response_headers = response_headers = Headers(resp.headers.items(multi=True))
         ex.ts_first_byte = resp.timestamp_start
         ex.ts_end = resp.timestamp_end
-        if sse_events is not None:
+        if resp.trailers:
+            ex.response_trailers = Headers(resp.trailers.items(multi=True))
+        if sse_events is not None or grpc_frames is not None:
             ex.sse_events = sse_events
             ex.sse_comments = sse_comments
+            ex.grpc_frames = grpc_frames
             ex.bytes_out = streamed_bytes
         else:
             ex.response_body = _body(resp.raw_content, response_headers, max_body, "response", anomalies)
@@ -160,6 +165,8 @@ def exchange_from_state(
         ex.response_headers = response_headers = _headers(resp["headers"])
         ex.ts_first_byte = resp.get("timestamp_start")
         ex.ts_end = resp.get("timestamp_end")
+        if resp.get("trailers"):
+            ex.response_trailers = _headers(resp["trailers"])
         ex.response_body, _, ex.bytes_out = _saved_body(resp, response_headers, max_body, "response", anomalies)
     if ex.ts_end is None and error:
         ex.ts_end = error.get("timestamp")

@@ -26,7 +26,7 @@ from .flows import PREFIX
 from .summary import SUMMARY_LEVELS
 
 log = logging.getLogger(__name__)
-_STREAMED_TYPES = ("text/event-stream",)
+_STREAMED_TYPES = ("text/event-stream", "application/grpc")  # gRPC: relayed message by message
 
 
 class ChunkTap:

@@ -26,6 +26,8 @@ from mitmproxy.net.http import url as urls
 
 from ..a2a.exchange import HttpExchange
 from ..a2a.extract import Extraction, Extractor, failed_extraction
+from ..a2a.grpc import is_grpc
+from ..a2a.grpc_frames import GrpcFrameParser, parser_anomalies
 from ..a2a.headers import Headers
 from ..a2a.inflate import Inflater, TooLarge, decoded_prefix
 from ..a2a.redact import Redaction, TextPolicy, install_log_redactor
@@ -55,6 +57,7 @@ class _Stream:
     inflater: Inflater | None
     bytes: int = 0
     failed: str | None = None
+    grpc: GrpcFrameParser | None = None  # a gRPC response: length-prefixed messages instead of SSE events
 
 
 class Worker:
@@ -162,6 +165,12 @@ class Worker:
             return
         if extractor is None:
             return
+        if is_grpc(ex.response_headers.get("content-type")):
+            ex.sse_events = None
+            ex.grpc_frames = []
+            grpc = GrpcFrameParser(self.max_body, ex.response_headers.get("grpc-encoding") or "")
+            self.streams[fid] = _Stream(ex, extractor, SseParser(self.max_body), None, grpc=grpc)
+            return
         inflater = None
         ce = ", ".join(ex.response_headers.get_all("content-encoding"))
         try:
@@ -176,6 +185,10 @@ class Worker:
     def _chunk(self, stream: _Stream, received: float, chunk: bytes) -> None:
         stream.bytes += len(chunk)
         if stream.failed is not None:
+            return
+        if stream.grpc is not None:
+            assert stream.ex.grpc_frames is not None
+            stream.ex.grpc_frames.extend(stream.grpc.feed(chunk, received))
             return
         try:
             pieces = stream.inflater.pieces(chunk) if stream.inflater is not None else (chunk,)
@@ -200,13 +213,18 @@ class Worker:
         if lost:  # the proxy could not hand on every chunk (worker behind): what came is parsed, no more
             stream.extractor.note("capture_incomplete:recorder_backlog")
             stream.failed = stream.failed or "recorder backlog"
-        ex.ts_end, _trailers = resp_end
+        ex.ts_end, trailers = resp_end
+        if trailers:
+            ex.response_trailers = _headers(trailers)
         ex.bytes_out = stream.bytes
         if err is not None:
             ex.error, ts_err = err
             ex.ts_end = ex.ts_end or ts_err
+        if stream.grpc is not None:
+            for note in parser_anomalies(stream.grpc):
+                stream.extractor.note(note)
         partial = stream.failed is not None or (ex.error is not None and stream.parser.pending)
-        if stream.failed is None and ex.error is None:
+        if stream.failed is None and ex.error is None and stream.grpc is None:
             try:  # a clean end: a last event without its blank line still counts
                 for ev in stream.parser.close(ex.ts_end):
                     stream.extractor.event(ev)
