@@ -28,6 +28,7 @@ from .objects import (
 )
 from .redact import TextPolicy, redact_url
 from .sse import SseEvent, parse_sse
+from .traceparent import trace_columns
 
 _AGENT_ID = re.compile(r"^(?:[A-Za-z]{1,10}_[A-Za-z0-9_-]{6,}|[0-9a-fA-F]{8}-[0-9a-fA-F-]{27})$")
 # the exchanges table's columns (store.schema.EXCHANGES, which this layer does not import; a test holds them equal)
@@ -73,6 +74,9 @@ EXCHANGE_COLUMNS = (
     "replies",
     "source",
     "anomalies",
+    "trace_id",
+    "span_id",
+    "parent_span_id",
 )
 _MESSAGE_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
 
@@ -82,6 +86,7 @@ class Extraction:
     exchange: dict[str, Any]
     messages: list[dict[str, Any]] = field(default_factory=list)
     agent_cards: list[dict[str, Any]] = field(default_factory=list)
+    first_event: float | None = None  # when a stream's first SSE event arrived (not a column: live metrics only)
 
 
 def agent_of(agent_url: str) -> tuple[str, str | None]:
@@ -217,6 +222,7 @@ class Extractor:
             "replies": 0,
             "source": ex.source,
             "anomalies": anomalies,
+            **trace_columns(hdr, ex.id),
         }
         out = Extraction(row)
         ctx = _Ctx(ex, policy, req, out, agent, agent_id, converse_requested)
@@ -242,6 +248,8 @@ class Extractor:
         """One SSE event of the response, in order."""
         i = self.n_events
         self.n_events += 1
+        if i == 0:
+            self.out.first_event = ev.received
         self.settled = False
         row = self.out.exchange
         if ev.oversize:
@@ -302,7 +310,7 @@ class Extractor:
 def _sample(anomalies: list[str], per_kind: int = 5) -> list[str]:
     """A stream can repeat one oddity a million times: keep the first few of each kind, and say how many went."""
     seen: dict[str, int] = {}
-    kept = []
+    kept: list[str] = []
     for a in anomalies:
         kind = a.split(":", 1)[0]
         seen[kind] = seen.get(kind, 0) + 1
@@ -345,6 +353,7 @@ def failed_extraction(ex: HttpExchange, error: BaseException) -> Extraction:
         replies=0,
         source=ex.source,
         anomalies=[*ex.anomalies, f"extraction_failed:{type(error).__name__}"],
+        **trace_columns(ex.request_headers, ex.id),
     )
     return Extraction(row)
 

@@ -116,6 +116,12 @@ class ConverseTap:
             "300",
             "Seconds after which journaled rows are rolled into a Parquet file.",
         )
+        loader.add_option(
+            "converse_tap_otlp_endpoint", str, "", "OTLP/HTTP collector for exchange spans (off when empty)."
+        )
+        loader.add_option("converse_tap_otlp_text", bool, False, "Message text in spans (text policy keep only).")
+        loader.add_option("converse_tap_metrics_listen", str, "", "HOST:PORT serving Prometheus /metrics.")
+        loader.add_option("converse_tap_metrics_agents", int, 100, "Agents labelled in metrics; more are other.")
 
     def configure(self, updated: set[str]) -> None:
         opts = ctx.options
@@ -147,6 +153,7 @@ class ConverseTap:
                 "max_body": opts.converse_tap_max_body,
                 "max_events": opts.converse_tap_max_stream_events,
                 "summary": opts.converse_tap_summary,
+                **_export_config(opts),
             }
             self._open(root, config, opts.converse_tap_backlog)
 
@@ -296,6 +303,20 @@ class ConverseTap:
 
 def _response_head(resp: http.Response) -> tuple[Any, ...]:
     return (resp.status_code, resp.headers.fields, resp.timestamp_start)
+
+
+def _export_config(opts: Any) -> dict[str, Any]:
+    from ..export.live import check_endpoint, check_listen
+
+    why = check_endpoint(opts.converse_tap_otlp_endpoint) or check_listen(opts.converse_tap_metrics_listen)
+    if why is not None:
+        raise exceptions.OptionsError(f"converse-tap: {why}")
+    return {
+        "otlp_endpoint": opts.converse_tap_otlp_endpoint,
+        "otel_text": opts.converse_tap_otlp_text,
+        "metrics_listen": opts.converse_tap_metrics_listen,
+        "metrics_agents": opts.converse_tap_metrics_agents,
+    }
 
 
 def _seconds(text: str, name: str) -> float:
