@@ -11,7 +11,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from .spans import build_span
+from .spans import build_span, card_agents
 
 log = logging.getLogger("converse_tap.export")
 _HOSTPORT = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:\s\[\]]*)):(?P<port>\d{1,5})$")
@@ -108,9 +108,11 @@ class LiveExport:
     def on_rows(self, ext: Any) -> None:
         """One exchange's rows (an a2a.extract.Extraction), as the writer hands them on."""
         for card in ext.agent_cards:
-            if card.get("name"):
-                self._names[card["agent"]] = card["name"]
-                self._names.move_to_end(card["agent"])
+            if not card.get("name"):
+                continue
+            for agent in card_agents(card):
+                self._names[agent] = card["name"]
+                self._names.move_to_end(agent)
                 if len(self._names) > MAX_CARD_NAMES:
                     self._names.popitem(last=False)
         row = ext.exchange

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..a2a.extract import agent_of
 from ..a2a.traceparent import own_trace_id, span_id_for
 
 BINDINGS = ("jsonrpc", "rest", "grpc")  # `card` (a well-known card fetch) has no A2A binding: left out
@@ -38,6 +39,15 @@ class SpanData:
     attributes: dict[str, Any]
     events: list[SpanEvent] = field(default_factory=list)
     error: str | None = None  # error.type, when the span's status is an error
+
+
+def card_agents(card: dict[str, Any]) -> list[str]:
+    """The agent keys a card row names: the agent it was fetched from and each interface it lists."""
+    keys = [card["agent"]]
+    for iface in card.get("interfaces") or ():
+        if isinstance(iface, dict) and iface.get("url"):
+            keys.append(agent_of(iface["url"])[0])
+    return keys
 
 
 def _ns(micros: Any) -> int | None:
