@@ -228,10 +228,10 @@ class Worker:
     def _on_rows(self, ext: Extraction) -> None:
         self.replies += ext.exchange["replies"]
         self.anomalies += len(ext.exchange["anomalies"]) + sum(len(m["anomalies"]) for m in ext.messages)
+        if self.live is not None:  # before the summary line: a line seen means the metrics count it
+            self.live.on_rows(ext)
         for line in summary_lines(ext, self.summary):
             print(line, flush=True)
-        if self.live is not None:
-            self.live.on_rows(ext)
 
     def _health(self) -> dict[str, float]:
         s = self.writer.stats
