@@ -5,6 +5,8 @@ collector receives; and a collector that is down, hangs or answers 500 changes n
 from __future__ import annotations
 
 import re
+import socket
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +158,34 @@ def test_a_broken_collector_changes_nothing(tmp_path: Path, mode: str) -> None:
     exported, failed, dropped = map(int, m.groups())
     assert exported == 0 and failed + dropped == len(rows)
     assert "Traceback" not in output
+
+
+def test_scrapers_that_never_read_block_nothing(tmp_path: Path) -> None:
+    """Connections to /metrics that send nothing, or ask and never read, while traffic flows: the proxy answers,
+    the rows are written, and a real scrape still gets the counts."""
+    out = tmp_path / "data"
+    with (
+        Canned() as up,
+        mitmdump(out, "--set", "flow_detail=0", "--set", "converse_tap_metrics_listen=127.0.0.1:0") as (proxy, proc),
+    ):
+        port = int(proc.wait_for(re.compile(r"metrics at http://127\.0\.0\.1:(\d+)/metrics")).group(1))
+        stuck = []
+        for i in range(20):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+            s.connect(("127.0.0.1", port))
+            if i % 2:
+                s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")  # and never read the answer
+            stuck.append(s)
+        try:
+            n = _traffic(proxy, up)
+            proc.wait_for(re.compile(r"/rest GetTask"))  # the last exchange's summary line
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                text = r.read().decode()
+        finally:
+            for s in stuck:
+                s.close()
+    total = sum(
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("converse_tap_exchanges_total{")
+    )
+    assert total == n == len(read_table(out, "exchanges"))
