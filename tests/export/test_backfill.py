@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from converse_tap.a2a.traceparent import own_trace_id, span_id_for
 from converse_tap.cli import cli
 from converse_tap.store.reader import read_table
 from tests.export.collector import Collector, attrs
@@ -98,3 +99,14 @@ def test_export_otlp_to_a_failing_collector_exits_1(golden: Path) -> None:
 def test_export_otlp_bad_endpoint_is_a_usage_error(golden: Path) -> None:
     r = CliRunner().invoke(cli, ["export", "otlp", str(golden), "--endpoint", "localhost:4318"])
     assert r.exit_code == 2 and "not an http(s) URL" in r.stderr
+
+
+def test_a_version_1_dataset_backfills_with_the_ids_a_version_2_recorder_would_store() -> None:
+    v1 = Path(__file__).parents[1] / "fixtures" / "dataset-v1"
+    rows = _rows(v1, "exchanges")
+    assert rows and all(r["span_id"] is None and r["trace_id"] is None for r in rows)
+    with Collector() as col:
+        r = CliRunner().invoke(cli, ["export", "otlp", str(v1), "--endpoint", col.url])
+        assert r.exit_code == 0, r.output
+    sent = {s.span_id.hex(): s.trace_id.hex() for _res, s in col.spans()}
+    assert sent == {span_id_for(r["exchange_id"]): own_trace_id(r["exchange_id"]) for r in rows}
