@@ -153,7 +153,7 @@ class ConverseTap:
                 "max_body": opts.converse_tap_max_body,
                 "max_events": opts.converse_tap_max_stream_events,
                 "summary": opts.converse_tap_summary,
-                **_export_config(opts),
+                **_export_config(opts, self.channel),
             }
             self._open(root, config, opts.converse_tap_backlog)
 
@@ -305,18 +305,19 @@ def _response_head(resp: http.Response) -> tuple[Any, ...]:
     return (resp.status_code, resp.headers.fields, resp.timestamp_start)
 
 
-def _export_config(opts: Any) -> dict[str, Any]:
-    from ..export.live import check_endpoint, check_listen
+def _export_config(opts: Any, channel: Channel | None) -> dict[str, Any]:
+    from ..export.live import export_config
 
-    why = check_endpoint(opts.converse_tap_otlp_endpoint) or check_listen(opts.converse_tap_metrics_listen)
-    if why is not None:
-        raise exceptions.OptionsError(f"converse-tap: {why}")
-    return {
-        "otlp_endpoint": opts.converse_tap_otlp_endpoint,
-        "otel_text": opts.converse_tap_otlp_text,
-        "metrics_listen": opts.converse_tap_metrics_listen,
-        "metrics_agents": opts.converse_tap_metrics_agents,
-    }
+    try:
+        return export_config(
+            opts.converse_tap_otlp_endpoint,
+            opts.converse_tap_otlp_text,
+            opts.converse_tap_metrics_listen,
+            opts.converse_tap_metrics_agents,
+            serving=channel.config.get("metrics_listen") if channel is not None else None,
+        )
+    except ValueError as e:
+        raise exceptions.OptionsError(f"converse-tap: {e}") from e
 
 
 def _seconds(text: str, name: str) -> float:

@@ -59,6 +59,17 @@ def check_listen(text: str) -> str | None:
     return None
 
 
+def export_config(endpoint: str, text: bool, listen: str, agents: int, serving: str | None = None) -> dict[str, Any]:
+    """The worker's export settings from the addon's options; ValueError says what is wrong. `serving`: the
+    address a running worker already serves metrics on (not tried again: it is ours)."""
+    why = check_endpoint(endpoint) or (None if listen and listen == serving else check_listen(listen))
+    if why is None and agents < 1:
+        why = f"converse_tap_metrics_agents must be at least 1, not {agents}"
+    if why is not None:
+        raise ValueError(why)
+    return {"otlp_endpoint": endpoint, "otel_text": text, "metrics_listen": listen, "metrics_agents": agents}
+
+
 class LiveExport:
     def __init__(self, config: dict[str, Any], health: Callable[[], dict[str, float]]) -> None:
         self.spans: Any = None

@@ -4,6 +4,8 @@ the listen address, and the addon's option checks."""
 from __future__ import annotations
 
 import socket
+import time
+import urllib.request
 from typing import Any
 
 import pytest
@@ -144,3 +146,29 @@ def test_bad_export_options_fail_at_startup(tap) -> None:
         tctx.configure(addon, converse_tap_otlp_endpoint="127.0.0.1:4318")
     with pytest.raises(exceptions.OptionsError, match="HOST:PORT"):
         tctx.configure(addon, converse_tap_otlp_endpoint="", converse_tap_metrics_listen="9464")
+
+
+def _serving(port: int, timeout: float = 60) -> bytes:
+    """/metrics of the worker once it listens (it starts in its own process): polled up to a deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                return r.read()
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_reconfiguring_keeps_the_metrics_port_the_worker_holds(tap) -> None:
+    addon, tctx, _ = tap
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    tctx.configure(addon, converse_tap_metrics_listen=f"127.0.0.1:{port}")
+    assert b"converse_tap_rows_journaled_total" in _serving(port)
+    tctx.configure(addon, converse_tap_summary="off")  # our own worker holds the port: not an error
+    assert b"converse_tap_rows_journaled_total" in _serving(port)
+    with pytest.raises(exceptions.OptionsError, match="at least 1"):
+        tctx.configure(addon, converse_tap_metrics_agents=0)
