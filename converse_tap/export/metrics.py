@@ -54,8 +54,9 @@ class LiveMetrics:
     """`health` is called at scrape time and returns the recorder's own counters (name -> value)."""
 
     def __init__(self, max_agents: int = 100, health: Callable[[], dict[str, float]] | None = None) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Histogram
+        from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 
+        disable_created_metrics()  # no `_created` series beside each counter (this process serves only ours)
         self.registry = CollectorRegistry(auto_describe=True)
         self.agent = Bounded(max_agents)
         self._bound: dict[str, Bounded] = {}
