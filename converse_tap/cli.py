@@ -69,6 +69,15 @@ def addon_path() -> None:
     "--text", type=click.Choice(TEXT_POLICIES), default="keep", show_default=True, help="Message text policy."
 )
 @click.option("--flush-interval", type=float, default=1.0, show_default=True, help="Seconds between journal flushes.")
+@click.option(
+    "--otlp-endpoint",
+    metavar="URL",
+    help="Send a span per A2A exchange to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318); otel extra.",
+)
+@click.option("--otlp-text", is_flag=True, help="Put message text into spans (only with --text keep).")
+@click.option(
+    "--metrics-listen", metavar="HOST:PORT", help="Serve Prometheus metrics at /metrics there (e.g. 127.0.0.1:9464)."
+)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any mitmproxy option (repeatable).")
 def record(
     out: str,
@@ -77,6 +86,9 @@ def record(
     modes: tuple[str, ...],
     text: str,
     flush_interval: float,
+    otlp_endpoint: str | None,
+    otlp_text: bool,
+    metrics_listen: str | None,
     sets: tuple[str, ...],
 ) -> None:
     """Run a recording proxy: A2A traffic through it lands in a Parquet dataset.
@@ -111,6 +123,9 @@ def record(
         "converse_tap_flush_interval": str(flush_interval),
         "listen_host": listen_host,
         "listen_port": listen_port,
+        "converse_tap_otlp_endpoint": otlp_endpoint or "",
+        "converse_tap_otlp_text": otlp_text,
+        "converse_tap_metrics_listen": metrics_listen or "",
     }
     if modes:
         settings["mode"] = list(modes)
@@ -676,6 +691,54 @@ def agents(dataset: Path, fmt: str) -> None:
         click.echo(f"note: {note}", err=True)
     overview = agents_overview(frames)
     click.echo(json.dumps(overview, indent=2) if fmt == "json" else agents_text(overview), nl=fmt == "json")
+
+
+@cli.group()
+def export() -> None:
+    """Send recorded exchanges into an observability stack."""
+
+
+@export.command("otlp")
+@click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--endpoint", required=True, metavar="URL", help="OTLP/HTTP collector, e.g. http://127.0.0.1:4318.")
+@click.option("--agent", "agents", multiple=True, help="Only these agents (repeatable).")
+@click.option("--since", help="Only exchanges started at or after this UTC date/time (ISO 8601).")
+@click.option("--until", help="Only exchanges started before this UTC date/time; a bare date includes that day.")
+@click.option("--text", "text", is_flag=True, help="Put message text into spans (when the dataset kept it).")
+def export_otlp(
+    dataset: Path, endpoint: str, agents: tuple[str, ...], since: str | None, until: str | None, text: bool
+) -> None:
+    """Send one span per recorded exchange, with its original times, to an OTLP/HTTP collector.
+
+    \b
+    Example (backfill a capture or an ingested HAR into Tempo, Jaeger, ...):
+        converse-tap export otlp data/ --endpoint http://127.0.0.1:4318 --since 2026-12-01
+    Exits 1 when the collector did not accept every span.
+    """
+    from .export.backfill import export_otlp as run_export
+    from .export.live import check_endpoint
+
+    why = check_endpoint(endpoint)
+    if why is not None:
+        raise UsageError(why)
+    window = _window(agents, since, until)
+    try:
+        result = run_export(dataset, endpoint, window.since, window.until, tuple(agents), text)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot read the dataset {dataset}: {e}") from e
+    if result.exchanges == 0:
+        raise UsageError(f"no exchanges in {dataset} match; nothing was sent (check --since/--until/--agent)")
+    click.echo(
+        f"{result.exported} of {result.exchanges} exchange spans accepted by {endpoint}"
+        + (
+            f"; {result.failed} refused or unanswered, {result.dropped} not sent"
+            if result.exported < result.exchanges
+            else ""
+        ),
+        err=True,
+    )
+    if result.exported < result.exchanges:
+        sys.exit(1)
 
 
 def main() -> None:

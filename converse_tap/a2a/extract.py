@@ -29,6 +29,7 @@ from .objects import (
 )
 from .redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy, redact_card_json
 from .sse import SseEvent, parse_sse
+from .traceparent import trace_columns
 
 _AGENT_ID = re.compile(r"^(?:[A-Za-z]{1,10}_[A-Za-z0-9_-]{6,}|[0-9a-fA-F]{8}-[0-9a-fA-F-]{27})$")
 # the exchanges table's columns (store.schema.EXCHANGES, which this layer does not import; a test holds them equal)
@@ -74,6 +75,9 @@ EXCHANGE_COLUMNS = (
     "replies",
     "source",
     "anomalies",
+    "trace_id",
+    "span_id",
+    "parent_span_id",
 )
 _MESSAGE_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
 
@@ -83,6 +87,7 @@ class Extraction:
     exchange: dict[str, Any]
     messages: list[dict[str, Any]] = field(default_factory=list)
     agent_cards: list[dict[str, Any]] = field(default_factory=list)
+    first_event: float | None = None  # when a stream's first SSE event arrived (not a column: live metrics only)
 
 
 def agent_of(agent_url: str, redaction: Redaction = NO_OPERATOR_PATTERNS) -> tuple[str, str | None]:
@@ -242,6 +247,7 @@ class Extractor:
             "replies": 0,
             "source": ex.source,
             "anomalies": anomalies,
+            **trace_columns(hdr, ex.id),
         }
         out = Extraction(row)
         ctx = _Ctx(ex, policy, req, out, agent, agent_url, agent_id, converse_requested, redaction)
@@ -267,6 +273,8 @@ class Extractor:
         """One SSE event of the response, in order."""
         i = self.n_events
         self.n_events += 1
+        if i == 0:
+            self.out.first_event = ev.received
         self.settled = False
         row = self.out.exchange
         if ev.oversize:
@@ -382,6 +390,7 @@ def failed_extraction(
         replies=0,
         source=ex.source,
         anomalies=[*ex.anomalies, f"extraction_failed:{type(error).__name__}"],
+        **trace_columns(ex.request_headers, ex.id),
     )
     return Extraction(row)
 

@@ -126,6 +126,12 @@ class ConverseTap:
             "300",
             "Seconds after which journaled rows are rolled into a Parquet file.",
         )
+        loader.add_option(
+            "converse_tap_otlp_endpoint", str, "", "OTLP/HTTP collector for exchange spans (off when empty)."
+        )
+        loader.add_option("converse_tap_otlp_text", bool, False, "Message text in spans (text policy keep only).")
+        loader.add_option("converse_tap_metrics_listen", str, "", "HOST:PORT serving Prometheus /metrics.")
+        loader.add_option("converse_tap_metrics_agents", int, 100, "Agents labelled in metrics; more are other.")
 
     def configure(self, updated: set[str]) -> None:
         opts = ctx.options
@@ -162,6 +168,7 @@ class ConverseTap:
                 "max_events": opts.converse_tap_max_stream_events,
                 "summary": opts.converse_tap_summary,
                 "redact": list(opts.converse_tap_redact),
+                **_export_config(opts, self.channel),
             }
             self._open(root, config, opts.converse_tap_backlog)
 
@@ -319,6 +326,21 @@ class ConverseTap:
 
 def _response_head(resp: http.Response) -> tuple[Any, ...]:
     return (resp.status_code, resp.headers.fields, resp.timestamp_start)
+
+
+def _export_config(opts: Any, channel: Channel | None) -> dict[str, Any]:
+    from ..export.live import export_config
+
+    try:
+        return export_config(
+            opts.converse_tap_otlp_endpoint,
+            opts.converse_tap_otlp_text,
+            opts.converse_tap_metrics_listen,
+            opts.converse_tap_metrics_agents,
+            serving=channel.config.get("metrics_listen") if channel is not None else None,
+        )
+    except ValueError as e:
+        raise exceptions.OptionsError(f"converse-tap: {e}") from e
 
 
 def _seconds(text: str, name: str) -> float:

@@ -32,6 +32,7 @@ from ..a2a.headers import Headers
 from ..a2a.inflate import Inflater, TooLarge, decoded_prefix
 from ..a2a.redact import Redaction, TextPolicy, install_log_redactor
 from ..a2a.sse import SseParser
+from ..export.live import LiveExport
 from ..store.writer import DatasetWriter, recover
 from .flows import PREFIX, _addr, _body
 from .summary import summary_lines
@@ -80,6 +81,8 @@ class Worker:
             on_rows=self._on_rows,
         )
         self.writer.start(thread=False)
+        exports = config.get("otlp_endpoint") or config.get("metrics_listen")
+        self.live = LiveExport(config, self._health) if exports else None
         self.streams: dict[str, _Stream] = {}
         self.replies = 0
         self.anomalies = 0
@@ -259,6 +262,8 @@ class Worker:
     def _on_rows(self, ext: Extraction) -> None:
         self.replies += ext.exchange["replies"]
         self.anomalies += len(ext.exchange["anomalies"]) + sum(len(m["anomalies"]) for m in ext.messages)
+        if self.live is not None:  # before the summary line: a line seen means the metrics count it
+            self.live.on_rows(ext)
         for line in summary_lines(ext, self.summary):
             print(line, file=sys.stderr, flush=True)
 
@@ -286,17 +291,31 @@ class Worker:
                         url,
                     )
 
+    def _health(self) -> dict[str, float]:
+        s = self.writer.stats
+        out: dict[str, float] = {f"rows_journaled/{t}": n for t, n in s.rows_written.items()}
+        out.update({f"rows_written/{t}": n for t, n in s.rows_rolled.items()})
+        out.update(
+            rows_lost=s.rows_dropped,
+            flush_failures=s.flush_failures,
+            extraction_failures=self.failures + s.extract_failures,
+            streams_lost=self.lost_streams,
+        )
+        return out
+
     # -- end ---------------------------------------------------------------------------------------------
     def close(self) -> None:
         for fid in list(self.streams):
             self._close(fid, (None, None), ("recorder stopped before the stream ended", time.time()))
         self.writer.close()
+        exported = self.live.close() if self.live is not None else ""
         s = self.writer.stats
         print(
             f"converse-tap: {s.exchanges} A2A exchanges, {self.replies} envelope sightings (replies as the report "
             f"counts them need `converse-tap report`), {self.anomalies} anomalies, "
             f"rows written "
-            f"{s.rows_written}, {s.rows_dropped} dropped, {self.failures} extraction failures",
+            f"{s.rows_written}, {s.rows_dropped} dropped, {self.failures} extraction failures"
+            + (f"; {exported}" if exported else ""),
             file=sys.stderr,
             flush=True,
         )

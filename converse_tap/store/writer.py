@@ -51,6 +51,8 @@ class WriterStats:
     rows_dropped: int = 0
     extract_failures: int = 0
     files: int = 0
+    flush_failures: int = 0
+    rows_rolled: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TABLES, 0))  # into Parquet files
 
 
 class _Journal:
@@ -276,6 +278,7 @@ class DatasetWriter:
                 journal.append(batch)
                 self._journal_rows[journal.path] = journal.rows
             except OSError as e:
+                self.stats.flush_failures += 1
                 if not self._failing:
                     log.error(
                         "converse-tap: cannot write to %s (%s); traffic is unaffected, %d rows are held in "
@@ -357,6 +360,7 @@ class DatasetWriter:
                 if data is not None:
                     stem = f"{int(time.time() * 1000)}-{self.id}-{self._rolled}"
                     self.stats.files += len(write_parquet(self.root, table, data, stem))
+                    self.stats.rows_rolled[table] += data.num_rows
                 for path in paths:
                     path.unlink(missing_ok=True)
                     self._journal_rows.pop(path, None)
