@@ -526,3 +526,10 @@ def agents(dataset: Path, fmt: str) -> None:
 
 def main() -> None:
     cli()
+
+
+# drill-down commands (converse_tap/cli_drill.py)
+from .cli_drill import show, sql_command  # noqa: E402
+
+cli.add_command(sql_command)
+cli.add_command(show)

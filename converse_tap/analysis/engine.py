@@ -477,3 +477,47 @@ def engine_for(source: Frames | Engine) -> Iterator[Engine]:
         yield engine
     finally:
         engine.close()
+
+
+# Named views for drill-down (`converse-tap sql`, `show`, report and check examples) ------------------------------
+# Kept apart from the report's queries above: these only give the definitions above their names.
+
+STORED_VIEWS = ("exchanges", "messages", "agent_cards")
+FACT_VIEWS = ("replies", "turns", "conversations", "routine_instances")
+# the conversation a message belongs to, as REPLIES computes it for replies (tests check the two agree)
+CONVERSATION_KEY = "coalesce(context_id, task_id, 'exchange:' || exchange_id)"
+_STORED_TS = {"exchanges": "ts_start", "messages": "ts", "agent_cards": "ts"}
+
+
+def create_named_views(engine: Engine, window: Window | None = None, facts: tuple[str, ...] = FACT_VIEWS) -> None:
+    """Views named for the report's concepts on the engine's connection: the stored tables with every column
+    (schema `stored`, narrowed to the window like the report) and the facts in `facts`, built by the SQL above.
+    Unqualified names resolve to them afterwards (temporary facts first, then `stored`, then the engine's own)."""
+    window = window or Window()
+    con = engine.con
+    con.execute("CREATE SCHEMA IF NOT EXISTS stored")
+    for table in STORED_VIEWS:
+        schema = TABLES[table]
+        dataset = table_dataset(engine.root, table) if engine.root else None
+        files = _in_window(dataset.files, window) if dataset is not None else []
+        if files:
+            listed = ", ".join(_quote(f) for f in files)
+            scan = f"read_parquet([{listed}], union_by_name = true)"
+            found = {r[0] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
+            select = ", ".join(c if c in found else f"NULL AS {c}" for c in schema.names)
+            source = f"(SELECT {select} FROM {scan})"
+        else:
+            con.register(f"_{table}_all_empty", _arrow(pd.DataFrame(), table, list(schema.names)))
+            source = f"_{table}_all_empty"
+        where = _window_sql(window, _STORED_TS[table])
+        con.execute(f"CREATE OR REPLACE VIEW stored.{table} AS SELECT * FROM {source} WHERE {where}")
+    if set(facts) & {"replies", "conversations", "routine_instances"}:
+        engine.build("replies")
+    if "turns" in facts:
+        engine.build("turns")
+    if "conversations" in facts:
+        con.execute(f"CREATE OR REPLACE TEMP VIEW conversations AS SELECT * EXCLUDE (g) FROM ({conversations_sql()})")
+    if "routine_instances" in facts:
+        outcome = f"CASE WHEN last_status IN ({_TERMINAL}) THEN last_status ELSE 'open' END AS outcome"
+        con.execute(f"CREATE OR REPLACE TEMP VIEW routine_instances AS SELECT *, {outcome} FROM ({INSTANCES})")
+    con.execute("SET search_path = 'stored,main'")

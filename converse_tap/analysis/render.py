@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import html
 import json
+import os
+import textwrap
 from typing import Any
 
 from .charts import report_charts
@@ -14,36 +16,111 @@ def _cell(v: Any) -> str:
     return "" if v is None else str(v)
 
 
-def _text_table(t: Table) -> list[str]:
-    cells = [[_cell(c) for c in row] for row in t.rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(t.headers)]
+def _numeric(v: str) -> bool:
+    return v[:1].isdigit() or v[:1] == "–" or (v[:1] == "-" and v[1:2].isdigit())
+
+
+def _clip(v: str, w: int) -> str:
+    return v if len(v) <= w else v[: max(w - 1, 0)] + "…"
+
+
+MIN_COLUMN = 8  # a text column is not abbreviated below this (or its natural width, when narrower)
+
+
+def fit_widths(headers: list[str], cells: list[list[str]], width: int | None) -> list[int] | None:
+    """Column widths: natural when they fit `width` (or when width is None); else the widest text columns
+    shortened in turn, never below MIN_COLUMN, never a numeric column. None when even that does not fit."""
+    natural = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    if width is None:
+        return natural
+    widths = list(natural)
+    gaps = 2 * (len(widths) - 1)
+    numeric = [bool(cells) and all(_numeric(r[i]) or not r[i] for r in cells) for i in range(len(headers))]
+    floor = [natural[i] if numeric[i] else min(natural[i], MIN_COLUMN) for i in range(len(headers))]
+    excess = sum(widths) + gaps - width
+    while excess > 0:
+        shrinkable = [i for i in range(len(widths)) if widths[i] > floor[i]]
+        if not shrinkable:
+            return None
+        i = max(shrinkable, key=lambda j: widths[j])
+        widths[i] -= 1
+        excess -= 1
+    return widths
+
+
+def table_lines(
+    title: str, headers: list[str], cells: list[list[str]], note: str = "", width: int | None = None
+) -> list[str]:
+    """A table as text lines. With a width (a terminal's), every line fits it: text columns abbreviated with
+    "…", or, when the columns cannot fit however abbreviated, one block of "header  value" lines per row.
+    Without one (piped output) nothing is cut."""
+    widths = fit_widths(headers, cells, width)
+    out = _wrap(title, width) if title else []
+    if widths is None:
+        assert width is not None
+        return out + _vertical(headers, cells, width) + (_wrap(note, width) if note else [])
 
     def line(values: list[str]) -> str:
         parts = []
         for i, v in enumerate(values):
-            numeric = v[:1].isdigit() or v[:1] == "–" or (v[:1] == "-" and v[1:2].isdigit())
-            parts.append(v.rjust(widths[i]) if numeric and i else v.ljust(widths[i]))
+            v = _clip(v, widths[i])
+            parts.append(v.rjust(widths[i]) if _numeric(v) and i else v.ljust(widths[i]))
         return "  ".join(parts).rstrip()
 
-    out = [t.title] if t.title else []
-    out.append(line(t.headers))
+    out.append(line(headers))
     out.append("  ".join("-" * w for w in widths))
     out.extend(line(r) for r in cells)
-    if t.note:
-        out.append(t.note)
+    if note:
+        out.extend(_wrap(note, width))
     return out
 
 
-def to_text(report: dict[str, Any]) -> str:
+def _vertical(headers: list[str], cells: list[list[str]], width: int) -> list[str]:
+    label = min(max(len(h) for h in headers), width // 3)
+    out = []
+    for n, row in enumerate(cells, 1):
+        out.append(_clip(f"-[ {n} ]" + "-" * width, width))
+        for h, v in zip(headers, row, strict=True):
+            room = width - label - 2
+            chunks = [v[i : i + room] for i in range(0, len(v), room)] or [""]
+            out.append(f"{_clip(h, label).ljust(label)}  {chunks[0]}".rstrip())
+            out.extend(f"{'':{label}}  {c}".rstrip() for c in chunks[1:])
+    return out
+
+
+def _wrap(text: str, width: int | None) -> list[str]:
+    if width is None or len(text) <= width:
+        return [text]
+    return textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
+
+
+def _text_table(t: Table, width: int | None = None) -> list[str]:
+    cells = [[_cell(c) for c in row] for row in t.rows]
+    return table_lines(t.title, t.headers, cells, t.note, width)
+
+
+def to_text(report: dict[str, Any], width: int | None = None) -> str:
+    """Terminal text; with `width` (a terminal's columns) every line fits it, without it nothing is cut."""
     lines: list[str] = []
     for s in report_sections(report):
-        lines.append(f"== {s.title} ==")
-        lines.extend(s.lines)
+        lines.extend(_wrap(f"== {s.title} ==", width))
+        for text in s.lines:
+            lines.extend(_wrap(text, width))
         for t in s.tables:
             lines.append("")
-            lines.extend(_text_table(t))
+            lines.extend(_text_table(t, width))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def terminal_width(stream: Any) -> int | None:
+    """The columns of the terminal `stream` writes to (at least 40), or None when it is not a terminal."""
+    try:
+        if not stream.isatty():
+            return None
+        return max(os.get_terminal_size(stream.fileno()).columns, 40)
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 def _md_escape(v: Any) -> str:
