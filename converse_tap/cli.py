@@ -272,6 +272,12 @@ def _report(
 @click.option(
     "--stale-after", help="Report open routine instances idle longer than this (e.g. 30min, 2h, 1d) as stale."
 )
+@click.option(
+    "--examples",
+    type=click.IntRange(0, 1000),
+    help="Up to N example conversations under each breakdown, with the `show` command to open one "
+    "(default: 0; 20 in HTML, where each count opens its examples and their transcripts).",
+)
 def report(
     dataset: Path,
     fmt: str,
@@ -282,6 +288,7 @@ def report(
     until: str | None,
     memory_limit: str | None,
     stale_after: str | None,
+    examples: int | None,
 ) -> None:
     """Report coverage, authors, routines, invocations, citations and conformance of a dataset.
 
@@ -297,7 +304,17 @@ def report(
     stale = _duration(stale_after)
     if fmt == "html":  # the charts want these breakdowns
         by = tuple(dict.fromkeys((*by, "agent", "day")))
-    rendered = FORMATS[fmt](_report(dataset, window, memory_limit, by=by, stale_after=stale))
+    if examples is None:
+        examples = 20 if fmt == "html" else 0
+    report_dict = _report(
+        dataset, window, memory_limit, by=by, stale_after=stale, examples=examples, transcripts=fmt == "html"
+    )
+    if fmt == "text" and output is None:  # on a terminal, every table fits its width
+        from .analysis.render import terminal_width, to_text
+
+        rendered = to_text(report_dict, terminal_width(sys.stdout))
+    else:
+        rendered = FORMATS[fmt](report_dict)
     if output is None:
         click.echo(rendered, nl=False)
     else:
@@ -441,7 +458,14 @@ def _fmt(v: float | None, share: bool) -> str:
 @click.option("--no-anomalies", is_flag=True, help="Fail on any conformance anomaly.")
 @click.option("--per-agent", is_flag=True, help="Apply the shares and rates to every agent on its own.")
 @window_options
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "junit"]),
+    default="text",
+    show_default=True,
+    help="junit: JUnit XML for CI, one test case per threshold and agent.",
+)
 def check(
     dataset: Path,
     max_unanswered_share: float | None,
@@ -485,25 +509,34 @@ def check(
     report = _report(dataset, window, memory_limit, error=UsageError, require_data=True, by=by)
     outcomes = evaluate(report, thresholds, per_agent)
     failed = [o for o in outcomes if not o.passed]
+    from .cli_drill import check_examples, example_lines
+
+    examples = check_examples(dataset, window, memory_limit, failed)  # the turns or instances behind a failure
     if fmt == "json":
-        click.echo(
-            json.dumps(
-                {"schema": "converse-tap-check/1", "passed": not failed, "checks": [o.as_dict() for o in outcomes]},
-                indent=2,
-            )
-        )
+        checks = [{**o.as_dict(), "examples": examples.get((o.scope, o.metric), [])} for o in outcomes]
+        click.echo(json.dumps({"schema": "converse-tap-check/1", "passed": not failed, "checks": checks}, indent=2))
+    elif fmt == "junit":
+        from .analysis.junit import junit_xml
+
+        click.echo(junit_xml(outcomes, _verdict, examples), nl=False)
     else:
         for o in outcomes:
-            share = o.metric != "anomalies"
-            verdict = "ok  " if o.passed else "FAIL"
-            line = (
-                f"{verdict} {o.scope}: {o.metric} {_fmt(o.value, share)} "
-                f"({'<=' if o.bound == 'max' else '>='} {_fmt(o.limit, share)}) on {o.basis} {o.basis_name}"
-            )
-            if not o.passed and o.margin is not None:
-                line += f", off by {_fmt(o.margin, share)}"
-            click.echo(line)
+            click.echo(("ok   " if o.passed else "FAIL ") + _verdict(o))
+            if not o.passed:
+                for line in example_lines(dataset, examples.get((o.scope, o.metric), [])):
+                    click.echo(line)
     sys.exit(1 if failed else 0)
+
+
+def _verdict(o: Any) -> str:
+    share = o.metric != "anomalies"
+    line = (
+        f"{o.scope}: {o.metric} {_fmt(o.value, share)} "
+        f"({'<=' if o.bound == 'max' else '>='} {_fmt(o.limit, share)}) on {o.basis} {o.basis_name}"
+    )
+    if not o.passed and o.margin is not None:
+        line += f", off by {_fmt(o.margin, share)}"
+    return line
 
 
 @cli.command()

@@ -77,7 +77,7 @@ def sql_command(
             reader = run_query(engine, query)
         except QueryError as e:
             raise UsageError(f"{e}\nthe views are {', '.join(_views())}; see docs/metrics.md") from e
-        out = click.get_text_stream("stdout")
+        out = sys.stdout
         if fmt == "table":
             _table(reader, out)
         else:
@@ -96,7 +96,8 @@ def _table(reader: Any, out: Any) -> None:
     from .analysis.drill import cell, rows
     from .analysis.render import table_lines, terminal_width
 
-    cells, more = [], False
+    cells: list[list[str]] = []
+    more = False
     for row in rows(reader):
         if len(cells) == TABLE_ROWS:
             more = True
@@ -137,7 +138,8 @@ def show(dataset: Path, conversation: str, fmt: str, text: str, memory_limit: st
         except UnknownConversation as e:
             unique = [c for c in e.close if c.startswith(conversation.rstrip("…"))]
             if len(unique) != 1:
-                raise UsageError(f"{e}\nlist them with: converse-tap sql {dataset} \"SELECT * FROM conversations\"")
+                hint = f'list them with: converse-tap sql {dataset} "SELECT * FROM conversations"'
+                raise UsageError(f"{e}\n{hint}") from None
             t = transcript(engine, unique[0], text)
     finally:
         engine.close()

@@ -159,6 +159,11 @@ def test_check_passes_and_fails_with_reasons(sample: Path) -> None:
         1,
         (
             "FAIL all: answered_share 33.3% (>= 50.0%) on 3 assessed turns, off by 16.7%\n"
+            # the turns behind the failure, most recent first, and how to open one
+            "    c2  agent.test:9000/a2a/jsonrpc  1999-12-31T23:02:02  unanswered"
+            "  “You can return it within 30 days.”\n"
+            "    c1  agent.test:9000/a2a/jsonrpc  1999-12-31T23:01:02  partial  “You can return it within 30 days.”\n"
+            f"    open one: converse-tap show {sample} c2\n"
             "ok   all: human_share 14.3% (<= 20.0%) on 7 replies with an author\n"
             "ok   all: anomalies 0 (<= 0) on 0 anomalies\n"
         ),

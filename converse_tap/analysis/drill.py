@@ -163,7 +163,7 @@ _CANDIDATES = {
                              unnest(CASE WHEN len(i.abandoned_at) = 0 THEN ['{NONE}'] ELSE i.abandoned_at END)
                              AS t(slot)
                         WHERE i.outcome = 'abandoned'""",
-    "invocation": f"""SELECT coalesce(invocation_outcome, '{NONE}') AS key, agent, conversation, first_seen AS at,
+    "invocation": f"""SELECT coalesce(invocation_outcome, '{NONE}') AS key, agent, conversation, first_seen AS seen_at,
                              message_id
                       FROM replies WHERE invocation_outcome IS NOT NULL OR invocation_tool_name IS NOT NULL""",
     "anomaly": f"""SELECT split_part(a, ':', 1) AS key, agent, conversation, seen_at, message_id FROM (
