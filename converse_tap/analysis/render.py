@@ -9,6 +9,9 @@ import textwrap
 from typing import Any
 
 from .charts import report_charts
+from .html_drill import CSS as drill_css
+from .html_drill import SCRIPT as drill_script
+from .html_drill import examples_cell, transcripts_section
 from .tables import Section, Table, report_sections
 
 
@@ -167,11 +170,15 @@ padding:.3em 0}.note{color:#555}figure{margin:1em 0}figcaption{font-weight:600;m
 def _html_table(t: Table) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
     body = []
-    for row in t.rows:
+    for r, row in enumerate(t.rows):
         cells = []
-        for v in row:
+        for i, v in enumerate(row):
             s = _cell(v)
             cls = ' class="n"' if s[:1].isdigit() or s[:1] == "–" else ""
+            if i == t.count_column and t.examples.get(r):  # the count opens the conversations behind it
+                label = " / ".join(_cell(c) for c in row[: t.count_column])
+                cells.append(f"<td{cls}>{examples_cell(s, t.examples[r], label)}</td>")
+                continue
             cells.append(f"<td{cls}>{html.escape(s)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     cap = f"<caption>{html.escape(t.title)}</caption>" if t.title else ""
@@ -183,7 +190,7 @@ def _html_section(s: Section, charts: dict[str, list[str]]) -> str:
     parts = [f"<h2>{html.escape(s.title)}</h2>"]
     parts += [f"<p>{html.escape(line)}</p>" for line in s.lines]
     parts += charts.get(s.title, [])
-    parts += [_html_table(t) for t in s.tables]
+    parts += [_html_table(t) for t in s.tables if not t.lists_examples]  # those open from their counts
     return "\n".join(parts)
 
 
@@ -191,12 +198,15 @@ def to_html(report: dict[str, Any]) -> str:
     """One file, no external resources: tables plus inline SVG charts."""
     charts = report_charts(report)
     body = "\n".join(_html_section(s, charts) for s in report_sections(report))
-    # script content is raw text: only "</" could end it early
-    data = json.dumps(report, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")
+    body += "\n" + transcripts_section(report)
+    # script content is raw text: only "</" could end it early; the transcripts are in the page already
+    data = {k: v for k, v in report.items() if k != "transcripts"}
+    data_json = json.dumps(data, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8><title>converse-tap report</title>"
-        f"<style>{_CSS}</style></head><body><h1>converse-tap report</h1>\n{body}\n"
-        f'<script type="application/json" id="report-data">{data}</script></body></html>\n'
+        f"<style>{_CSS}{drill_css}</style></head><body><h1>converse-tap report</h1>\n{body}\n"
+        f'<script type="application/json" id="report-data">{data_json}</script>'
+        f"<script>{drill_script}</script></body></html>\n"
     )
 
 
