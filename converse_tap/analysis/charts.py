@@ -143,7 +143,8 @@ def report_charts(report: dict[str, Any]) -> dict[str, list[str]]:
     days = [(d, g["authors"]["human_share"]) for d, g in day_groups.items()]
     sentence = ""
     if len(days) == 1:
-        (day, g), a = next(iter(day_groups.items())), next(iter(day_groups.values()))["authors"]
+        ((day, group),) = day_groups.items()
+        a = group["authors"]
         share = "no" if a["human_share"] is None else f"{a['human_share'] * 100:.1f}%"
         sentence = (
             f"All replies fall on one day, {day}: {share} of them ({a['by_author'].get('human', 0)} of "
