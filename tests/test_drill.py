@@ -15,6 +15,7 @@ import sys
 import termios
 from pathlib import Path
 
+import jsonschema
 import pytest
 import xmlschema
 from click.testing import CliRunner
@@ -176,6 +177,7 @@ def test_show_of_an_unknown_id_exits_2_and_suggests_close_ones(sample: Path) -> 
 
 def test_report_examples_name_conversations_behind_each_count(sample: Path) -> None:
     r = invoke("report", str(sample), "--format", "json", "--examples", "5")
+    jsonschema.validate(json.loads(r.stdout), json.loads((ROOT / "docs" / "report-schema.json").read_text()))
     ex = json.loads(r.stdout)["examples"]
     assert {k: [e["conversation"] for e in v] for k, v in ex["coverage"].items()} == {
         "answered": ["c2"],  # a4, the human's reply, is the answered turn
