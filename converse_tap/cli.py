@@ -392,11 +392,17 @@ def demo(
                 announce=lambda msg: click.echo(msg, err=True),
             )
         )
-    report_dict = _report(out, _window((), None, None), None, by=("agent", "day"))
+    report_dict = _report(out, _window((), None, None), None, by=("agent", "day"), examples=20, transcripts=True)
     html_path = out / "report.html"
-    html_path.write_text(FORMATS["html"](report_dict), encoding="utf-8")
+    html_path.write_text(FORMATS["html"](report_dict), encoding="utf-8")  # its counts open their examples
     html_path.chmod(0o600)
-    click.echo(FORMATS[fmt](report_dict), nl=False)
+    report_dict = {k: v for k, v in report_dict.items() if k not in ("examples", "transcripts")}
+    if fmt == "text":  # on a terminal, every table fits its width
+        from .analysis.render import terminal_width, to_text
+
+        click.echo(to_text(report_dict, terminal_width(sys.stdout)), nl=False)
+    else:
+        click.echo(FORMATS[fmt](report_dict), nl=False)
     s = result.stats
     click.echo(
         f"\n{s.conversations} conversations, {s.turns} turns, {s.requests} A2A calls ({s.polls} polls, "

@@ -302,7 +302,7 @@ class Extractor:
 def _sample(anomalies: list[str], per_kind: int = 5) -> list[str]:
     """A stream can repeat one oddity a million times: keep the first few of each kind, and say how many went."""
     seen: dict[str, int] = {}
-    kept = []
+    kept: list[str] = []
     for a in anomalies:
         kind = a.split(":", 1)[0]
         seen[kind] = seen.get(kind, 0) + 1
