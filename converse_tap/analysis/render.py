@@ -31,46 +31,66 @@ MIN_COLUMN = 8  # a text column is not abbreviated below this (or its natural wi
 
 
 def fit_widths(headers: list[str], cells: list[list[str]], width: int | None) -> list[int] | None:
-    """Column widths: natural when they fit `width` (or when width is None); else the widest text columns
-    shortened in turn, never below MIN_COLUMN, never a numeric column. None when even that does not fit."""
+    """Column widths: natural when they fit `width` (or when width is None). Else the widest columns narrowed in
+    turn: text columns down to MIN_COLUMN (values abbreviated), numeric ones down to their values, their headers
+    wrapped onto more lines (first at word boundaries, then abbreviated). None when even that does not fit."""
     natural = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    if width is None:
+    gaps = 2 * (len(headers) - 1)
+    if width is None or sum(natural) + gaps <= width:
         return natural
+    k = range(len(headers))
+    numeric = [bool(cells) and all(_numeric(r[i]) or not r[i] for r in cells) for i in k]
+    values = [max([1] + [len(r[i]) for r in cells]) for i in k]
+    words = [max([1] + [len(w) for w in h.split()]) for h in headers]
     widths = list(natural)
-    gaps = 2 * (len(widths) - 1)
-    numeric = [bool(cells) and all(_numeric(r[i]) or not r[i] for r in cells) for i in range(len(headers))]
-    floor = [natural[i] if numeric[i] else min(natural[i], MIN_COLUMN) for i in range(len(headers))]
     excess = sum(widths) + gaps - width
-    while excess > 0:
-        shrinkable = [i for i in range(len(widths)) if widths[i] > floor[i]]
-        if not shrinkable:
-            return None
-        i = max(shrinkable, key=lambda j: widths[j])
-        widths[i] -= 1
-        excess -= 1
-    return widths
+    for floor in (
+        [max(values[i], words[i]) if numeric[i] else natural[i] for i in k],  # numeric headers wrapped at spaces
+        [max(values[i], words[i]) if numeric[i] else min(natural[i], MIN_COLUMN) for i in k],  # values abbreviated
+        [max(values[i], 4) if numeric[i] else min(natural[i], MIN_COLUMN) for i in k],  # header words abbreviated
+    ):
+        while excess > 0:
+            shrinkable = [i for i in k if widths[i] > floor[i]]
+            if not shrinkable:
+                break
+            i = max(shrinkable, key=lambda j: widths[j])
+            widths[i] -= 1
+            excess -= 1
+        if excess <= 0:
+            return widths
+    return None
+
+
+def _header_rows(headers: list[str], widths: list[int]) -> list[list[str]]:
+    """Headers on as many lines as their widths need: wrapped at spaces, a word too long abbreviated."""
+    wrapped = [
+        [_clip(part, w) for part in (textwrap.wrap(h, w, break_long_words=False) if len(h) > w else [h]) or [""]]
+        for h, w in zip(headers, widths, strict=True)
+    ]
+    depth = max(len(lines) for lines in wrapped)
+    return [[lines[n] if n < len(lines) else "" for lines in wrapped] for n in range(depth)]
 
 
 def table_lines(
     title: str, headers: list[str], cells: list[list[str]], note: str = "", width: int | None = None
 ) -> list[str]:
-    """A table as text lines. With a width (a terminal's), every line fits it: text columns abbreviated with
-    "…", or, when the columns cannot fit however abbreviated, one block of "header  value" lines per row.
-    Without one (piped output) nothing is cut."""
+    """A table as text lines. With a width (a terminal's), every line fits it: columns narrowed (values
+    abbreviated with "…", headers wrapped), or, when the columns cannot fit however narrowed, one block of
+    "header  value" lines per row. Without one (piped output) nothing is cut."""
     widths = fit_widths(headers, cells, width)
     out = _wrap(title, width) if title else []
     if widths is None:
         assert width is not None
         return out + _vertical(headers, cells, width) + (_wrap(note, width) if note else [])
 
-    def line(values: list[str]) -> str:
+    def line(values: list[str], align: bool = True) -> str:
         parts = []
         for i, v in enumerate(values):
             v = _clip(v, widths[i])
-            parts.append(v.rjust(widths[i]) if _numeric(v) and i else v.ljust(widths[i]))
+            parts.append(v.rjust(widths[i]) if align and _numeric(v) and i else v.ljust(widths[i]))
         return "  ".join(parts).rstrip()
 
-    out.append(line(headers))
+    out.extend(line(row, align=False) for row in _header_rows(headers, widths))
     out.append("  ".join("-" * w for w in widths))
     out.extend(line(r) for r in cells)
     if note:
