@@ -83,14 +83,14 @@ def table_lines(
         assert width is not None
         return out + _vertical(headers, cells, width) + (_wrap(note, width) if note else [])
 
-    def line(values: list[str], align: bool = True) -> str:
+    def line(values: list[str]) -> str:
         parts = []
         for i, v in enumerate(values):
             v = _clip(v, widths[i])
-            parts.append(v.rjust(widths[i]) if align and _numeric(v) and i else v.ljust(widths[i]))
+            parts.append(v.rjust(widths[i]) if _numeric(v) and i else v.ljust(widths[i]))
         return "  ".join(parts).rstrip()
 
-    out.extend(line(row, align=False) for row in _header_rows(headers, widths))
+    out.extend(line(row) for row in _header_rows(headers, widths))
     out.append("  ".join("-" * w for w in widths))
     out.extend(line(r) for r in cells)
     if note:
