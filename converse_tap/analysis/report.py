@@ -289,14 +289,14 @@ def drill_down(engine: Engine, window: Window, n: int, transcripts: bool) -> dic
     for every conversation named there. Runs over the engine's named views, then leaves its names as they were."""
     from .drill import examples
     from .engine import create_named_views
-    from .transcript import transcript
+    from .transcript import transcripts as read_transcripts
 
     create_named_views(engine, window)
     try:
         out: dict[str, Any] = {"examples": examples(engine, n)}
         if transcripts:
             ids = sorted({e["conversation"] for b in out["examples"].values() for v in b.values() for e in v})
-            out["transcripts"] = {c: transcript(engine, c) for c in ids}
+            out["transcripts"] = read_transcripts(engine, ids)  # one pass over the messages for all of them
     finally:
         engine.con.execute("RESET search_path")
     return out

@@ -19,7 +19,8 @@ from .engine import CONVERSATION_KEY, Engine
 TRANSCRIPT_SCHEMA = "converse-tap-transcript/1"
 
 _MESSAGES = f"""
-SELECT coalesce(message_id, 'sighting:' || exchange_id || ':' || seq) AS key,
+SELECT {CONVERSATION_KEY} AS conversation,
+       coalesce(message_id, 'sighting:' || exchange_id || ':' || seq) AS key,
        min(ts) AS first_at,
        last(message_id ORDER BY ts, seq) AS message_id,
        last(object_kind::VARCHAR ORDER BY ts, seq) AS kind,
@@ -32,9 +33,9 @@ SELECT coalesce(message_id, 'sighting:' || exchange_id || ':' || seq) AS key,
        last(text ORDER BY ts, seq) AS text,
        last(part_kinds ORDER BY ts, seq) AS part_kinds,
        count(*) AS sightings
-FROM messages WHERE {CONVERSATION_KEY} = ?
-GROUP BY 1
-ORDER BY first_at NULLS LAST, min(exchange_id), min(seq)
+FROM messages WHERE {CONVERSATION_KEY} IN (SELECT unnest($1::VARCHAR[]))
+GROUP BY 1, 2
+ORDER BY 1, first_at NULLS LAST, min(exchange_id), min(seq)
 """
 
 
@@ -72,21 +73,40 @@ def transcript(engine: Engine, conversation: str, text: str = "keep") -> dict[st
     """{schema, conversation, agents, first_seen, last_seen, messages: [...]}; each message has role, author,
     time, text (hashed with the dataset's salt under text="hash") and, for a reply, its envelope. Raises
     UnknownConversation (with close matches) when no message belongs to it. Needs the named views."""
-    cursor = engine.con.execute(_MESSAGES, [conversation])
-    found = cursor.fetchall()
-    if not found:
+    found = transcripts(engine, [conversation], text)
+    if conversation not in found:
         raise UnknownConversation(conversation, close_matches(engine, conversation))
+    return found[conversation]
+
+
+def transcripts(engine: Engine, conversations: list[str], text: str = "keep") -> dict[str, dict[str, Any]]:
+    """The transcripts of several conversations, read in one pass over the messages (those found)."""
+    cursor = engine.con.execute(_MESSAGES, [conversations])
+    found = cursor.fetchall()
     columns = [d[0] for d in cursor.description]
-    of_conversation = engine.con.sql("SELECT * FROM replies WHERE conversation = $1", params=[conversation])
-    replies = {r["reply_key"]: r for r in of_conversation.to_arrow_table().to_pylist()}
+    of_these = engine.con.sql(
+        "SELECT * FROM replies WHERE conversation IN (SELECT unnest($1::VARCHAR[]))", params=[conversations]
+    )
+    replies: dict[tuple[str, str], dict[str, Any]] = {
+        (r["conversation"], r["reply_key"]): r for r in of_these.to_arrow_table().to_pylist()
+    }
     policy = _hasher(engine.root, text)
-    messages, owner = [], None
+    rows: dict[str, list[dict[str, Any]]] = {}
     for values in found:
         row = dict(zip(columns, values, strict=True))
+        rows.setdefault(row["conversation"], []).append(row)
+    return {c: _transcript(c, rows[c], replies, policy) for c in conversations if c in rows}
+
+
+def _transcript(
+    conversation: str, rows: list[dict[str, Any]], replies: dict[tuple[str, str], dict[str, Any]], policy: TextPolicy
+) -> dict[str, Any]:
+    messages, owner, n_replies = [], None, 0
+    for row in rows:
         body = row["text"]
-        if text == "hash" and body is not None and not body.startswith("sha256:"):
+        if policy.mode == "hash" and body is not None and not body.startswith("sha256:"):
             body = policy.apply(body)
-        reply = replies.get(row["key"])
+        reply = replies.get((conversation, row["key"]))
         message: dict[str, Any] = {
             "message_id": row["message_id"],
             "kind": row["kind"],
@@ -105,6 +125,7 @@ def transcript(engine: Engine, conversation: str, text: str = "keep") -> dict[st
         if row["artifact_name"]:
             message["artifact_name"] = row["artifact_name"]
         if reply:
+            n_replies += 1
             message["envelope"] = _envelope(reply, owner)
             owner = reply["ownership_state"] or owner
         messages.append(message)
@@ -115,7 +136,7 @@ def transcript(engine: Engine, conversation: str, text: str = "keep") -> dict[st
         "agents": agents,
         "first_seen": messages[0]["at"],
         "last_seen": max((m["at"] for m in messages if m["at"]), default=None),
-        "replies": len(replies),
+        "replies": n_replies,
         "messages": messages,
     }
 
