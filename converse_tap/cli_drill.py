@@ -72,6 +72,8 @@ def sql_command(
         raise UsageError(f"{e}\nthe views are {', '.join(_views())}; see docs/metrics.md") from e
     fmt = fmt or ("table" if sys.stdout.isatty() else "csv")
     engine = _open(dataset, _window(agents, since, until), memory_limit, facts_named(query))
+    if not engine.present:  # an empty answer from no data is not an answer
+        click.echo(f"note: {dataset} holds no Parquet files yet: every view is empty", err=True)
     try:
         try:
             reader = run_query(engine, query)

@@ -127,6 +127,12 @@ def test_windows_narrow_every_view(sample: Path) -> None:
     assert json.loads(r.stdout) == [{"n": 0}]
 
 
+def test_sql_on_a_directory_without_data_says_so(tmp_path: Path) -> None:
+    r = invoke("sql", str(tmp_path), "SELECT count(*) AS n FROM turns", "--format", "json")
+    assert (r.exit_code, json.loads(r.stdout)) == (0, [{"n": 0}])
+    assert r.stderr == f"note: {tmp_path} holds no Parquet files yet: every view is empty\n"
+
+
 # show -----------------------------------------------------------------------------------------------------------
 
 
