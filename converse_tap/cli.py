@@ -382,6 +382,12 @@ def _report(
 @click.option(
     "--stale-after", help="Report open routine instances idle longer than this (e.g. 30min, 2h, 1d) as stale."
 )
+@click.option(
+    "--examples",
+    type=click.IntRange(0, 1000),
+    help="Up to N example conversations under each breakdown, with the `show` command to open one "
+    "(default: 0; 20 in HTML, where each count opens its examples and their transcripts).",
+)
 def report(
     dataset: Path,
     fmt: str,
@@ -392,6 +398,7 @@ def report(
     until: str | None,
     memory_limit: str | None,
     stale_after: str | None,
+    examples: int | None,
 ) -> None:
     """Report coverage, authors, routines, invocations, citations and conformance of a dataset.
 
@@ -415,8 +422,17 @@ def report(
     check_source(dataset, window, memory_limit)
     if fmt == "html":  # the charts want these breakdowns
         by = tuple(dict.fromkeys((*by, "agent", "day")))
-    report_dict = _report(dataset, window, memory_limit, by=by, stale_after=stale)
-    rendered = FORMATS[fmt](report_dict)
+    if examples is None:
+        examples = 20 if fmt == "html" else 0
+    report_dict = _report(
+        dataset, window, memory_limit, by=by, stale_after=stale, examples=examples, transcripts=fmt == "html"
+    )
+    if fmt == "text" and output is None:  # on a terminal, every table fits its width
+        from .analysis.render import terminal_width, to_text
+
+        rendered = to_text(report_dict, terminal_width(sys.stdout))
+    else:
+        rendered = FORMATS[fmt](report_dict)
     if output is None:
         click.echo(rendered, nl=False)
     else:
@@ -499,10 +515,16 @@ def demo(
                 announce=lambda msg: click.echo(msg, err=True),
             )
         )
-    report_dict = _report(out, _window((), None, None), None, by=("agent", "day"))
+    report_dict = _report(out, _window((), None, None), None, by=("agent", "day"), examples=20, transcripts=True)
     html_path = out / "report.html"
-    write_private(html_path, FORMATS["html"](report_dict))
-    click.echo(FORMATS[fmt](report_dict), nl=False)
+    write_private(html_path, FORMATS["html"](report_dict))  # its counts open their examples
+    report_dict = {k: v for k, v in report_dict.items() if k not in ("examples", "transcripts")}
+    if fmt == "text":  # on a terminal, every table fits its width
+        from .analysis.render import terminal_width, to_text
+
+        click.echo(to_text(report_dict, terminal_width(sys.stdout)), nl=False)
+    else:
+        click.echo(FORMATS[fmt](report_dict), nl=False)
     s = result.stats
     click.echo(
         f"\n{s.conversations} conversations, {s.turns} turns, {s.requests} A2A calls ({s.polls} polls, "
@@ -584,7 +606,14 @@ def _fmt(v: float | None, share: bool) -> str:
     help="Let a threshold with nothing to rest on (no turns, no closed routines) pass instead of exiting 2.",
 )
 @window_options
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "junit"]),
+    default="text",
+    show_default=True,
+    help="junit: JUnit XML for CI, one test case per threshold and agent.",
+)
 def check(
     dataset: Path,
     max_unanswered_share: float | None,
@@ -637,28 +666,26 @@ def check(
     outcomes = evaluate(report, thresholds, per_agent, allow_empty)
     failed = [o for o in outcomes if not o.passed]
     empty = [o for o in outcomes if o.empty and not allow_empty]
+    from .cli_drill import check_examples, example_lines
+
+    examples = check_examples(dataset, window, memory_limit, failed)  # the turns or instances behind a failure
+
+    def verdict(o: Any) -> str:
+        return _verdict(o, allow_empty)
+
     if fmt == "json":
-        click.echo(
-            json.dumps(
-                {"schema": "converse-tap-check/1", "passed": not failed, "checks": [o.as_dict() for o in outcomes]},
-                indent=2,
-            )
-        )
+        checks = [{**o.as_dict(), "examples": examples.get((o.scope, o.metric), [])} for o in outcomes]
+        click.echo(json.dumps({"schema": "converse-tap-check/1", "passed": not failed, "checks": checks}, indent=2))
+    elif fmt == "junit":
+        from .analysis.junit import junit_xml
+
+        click.echo(junit_xml(outcomes, verdict, examples), nl=False)
     else:
         for o in outcomes:
-            share = o.metric != "anomalies"
-            verdict = "ok  " if o.passed else "FAIL"
-            line = (
-                f"{verdict} {o.scope}: {o.metric} {_fmt(o.value, share)} "
-                f"({'<=' if o.bound == 'max' else '>='} {_fmt(o.limit, share)}) on {o.basis} {o.basis_name}"
-            )
-            if o.empty and not allow_empty:
-                line += ", nothing measured"
-            elif o.too_few:
-                line += f", fewer than {MIN_OPTIONS[o.metric]} {o.min_basis}"
-            elif not o.passed and o.margin is not None:
-                line += f", off by {_fmt(o.margin, share)}"
-            click.echo(safe_line(line))
+            click.echo(safe_line(("ok   " if o.passed else "FAIL ") + verdict(o)))
+            if not o.passed:
+                for line in example_lines(dataset, examples.get((o.scope, o.metric), [])):
+                    click.echo(safe_line(line))
     if empty:
         what = "; ".join(f"{o.scope}: {o.metric} (0 {o.basis_name})" for o in empty)
         raise UsageError(
@@ -666,6 +693,21 @@ def check(
             "carried the converse envelope, or pass --allow-empty to let an empty measure pass"
         )
     sys.exit(1 if failed else 0)
+
+
+def _verdict(o: Any, allow_empty: bool = False) -> str:
+    share = o.metric != "anomalies"
+    line = (
+        f"{o.scope}: {o.metric} {_fmt(o.value, share)} "
+        f"({'<=' if o.bound == 'max' else '>='} {_fmt(o.limit, share)}) on {o.basis} {o.basis_name}"
+    )
+    if o.empty and not allow_empty:
+        line += ", nothing measured"
+    elif o.too_few:
+        line += f", fewer than {MIN_OPTIONS[o.metric]} {o.min_basis}"
+    elif not o.passed and o.margin is not None:
+        line += f", off by {_fmt(o.margin, share)}"
+    return line
 
 
 @cli.command()
@@ -743,3 +785,10 @@ def export_otlp(
 
 def main() -> None:
     cli()
+
+
+# drill-down commands (converse_tap/cli_drill.py)
+from .cli_drill import show, sql_command  # noqa: E402
+
+cli.add_command(sql_command)
+cli.add_command(show)

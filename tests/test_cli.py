@@ -62,7 +62,9 @@ def test_html_report_is_one_self_contained_file(sample: Path, tmp_path: Path) ->
     html = out.read_text()
     assert html.count("<svg") >= 2 and "Coverage of assessed turns, per agent" in html
     assert not re.search(r"""src=|<link""", html)  # nothing loaded from outside; links to http(s) are allowed
-    assert re.findall(r"""href=["']?([^"' >]*)""", html) == ["https://mcp.test/a"]
+    # the one http(s) link is the card's MCP endpoint; the others open embedded transcripts
+    links = re.findall(r"""href=["']?([^"' >]*)""", html)
+    assert [u for u in links if not u.startswith("#t-")] == ["https://mcp.test/a"] and len(links) > 1
     data = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html, re.S)
     assert data is not None and json.loads(data.group(1))["schema"] == "converse-tap-report/1"
 
@@ -152,6 +154,11 @@ def test_check_passes_and_fails_with_reasons(sample: Path) -> None:
         1,
         (
             "FAIL all: answered_share 33.3% (>= 50.0%) on 3 assessed turns, off by 16.7%\n"
+            # the turns behind the failure, most recent first, and how to open one
+            "    c2  agent.test:9000/a2a/jsonrpc  1999-12-31T23:02:02  unanswered"
+            "  “You can return it within 30 days.”\n"
+            "    c1  agent.test:9000/a2a/jsonrpc  1999-12-31T23:01:02  partial  “You can return it within 30 days.”\n"
+            f"    open one: converse-tap show {sample} c2\n"
             "ok   all: human_share 14.3% (<= 20.0%) on 7 replies with an author\n"
             "ok   all: anomalies 0 (<= 0) on 9 exchanges\n"
         ),

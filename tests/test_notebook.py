@@ -23,7 +23,10 @@ def test_notebook_runs_against_a_dataset(tmp_path: Path, monkeypatch: pytest.Mon
     assert not [o for o in outputs if o.output_type == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "9 exchanges, 7 replies, 6 turns" in text
-    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 3
+    assert "sql views: 3 assessed turns, 1 abandoned instances" in text  # the report's counts, from the views
+    assert "routine: Book a table abandoned" in text  # and the transcript behind the abandoned one
+    assert "All replies fall on one day, 1999-12-31: 14.3% written by a person." in text
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 2  # coverage, routines; one day is a sentence
 
 
 def test_notebook_is_stored_without_outputs() -> None:

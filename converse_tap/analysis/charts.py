@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import math
 from typing import Any
 
 COLOURS = {
@@ -15,8 +16,28 @@ def _esc(s: Any) -> str:
     return html.escape(str(s))
 
 
-def stacked_bars(title: str, rows: list[tuple[str, dict[str, float]]], keys: list[str], as_share: bool) -> str:
-    """Horizontal stacked bars, one per row label; values are shares (0..1) or counts."""
+def _value(v: float, as_share: bool) -> str:
+    return f"{v * 100:.1f}%" if as_share else f"{v:g}"
+
+
+def nice_top(top: float, as_share: bool) -> float:
+    """The axis maximum: the data's maximum rounded up to 1, 2, 2.5 or 5 times a power of ten (at most 100%)."""
+    if top <= 0:
+        return 1.0
+    scale = 10 ** math.floor(math.log10(top))
+    nice = next(m * scale for m in (1, 2, 2.5, 5, 10) if m * scale >= top - 1e-12)
+    return min(nice, 1.0) if as_share else nice
+
+
+def stacked_bars(
+    title: str,
+    rows: list[tuple[str, dict[str, float]]],
+    keys: list[str],
+    as_share: bool,
+    totals: list[str] | None = None,
+) -> str:
+    """Horizontal stacked bars, one per row label; values are shares (0..1) or counts, printed in each segment
+    wide enough to hold them; `totals` is printed after each bar (counts print their sum there)."""
     if not rows:
         return ""
     label_w, bar_w, row_h = 220, 520, 24
@@ -36,14 +57,20 @@ def stacked_bars(title: str, rows: list[tuple[str, dict[str, float]]], keys: lis
             w = v * scale
             if w <= 0:
                 continue
-            tip = f"{k}: {v * 100:.1f}%" if as_share else f"{k}: {v:g}"
+            tip = f"{k}: {_value(v, as_share)}"
             parts.append(
                 f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{row_h - 6}" '
                 f'fill="{COLOURS.get(k, "#607d8b")}"><title>{_esc(label)} {_esc(tip)}</title></rect>'
             )
+            shown = _value(v, as_share)
+            if w >= 7 * len(shown) + 4:  # the value, where it fits inside its segment
+                parts.append(
+                    f'<text x="{x + w / 2:.1f}" y="{y + 13}" text-anchor="middle" fill="#fff" '
+                    f'class="value">{_esc(shown)}</text>'
+                )
             x += w
         total = sum(values.get(k, 0.0) for k in keys)
-        end = "" if as_share else f"{total:g}"
+        end = totals[i] if totals is not None else ("" if as_share else f"{total:g}")
         parts.append(f'<text x="{x + 6:.1f}" y="{y + 14}">{_esc(end)}</text>')
     ly = height - 12
     lx = label_w
@@ -55,29 +82,38 @@ def stacked_bars(title: str, rows: list[tuple[str, dict[str, float]]], keys: lis
     return f"<figure><figcaption>{_esc(title)}</figcaption>{''.join(parts)}</figure>"
 
 
-def columns(title: str, points: list[tuple[str, float | None]], as_share: bool = True) -> str:
-    """Vertical bars over ordered labels (e.g. days); None draws no bar."""
+def columns(title: str, points: list[tuple[str, float | None]], as_share: bool = True, one_point: str = "") -> str:
+    """Vertical bars over ordered labels (e.g. days), each with its value printed above it, on an axis scaled
+    to the data; None draws no bar. A single point is not a chart: `one_point` (a sentence) stands instead."""
     if not points:
         return ""
-    w_each, h = max(14, min(60, 700 // max(1, len(points)))), 160
+    if len(points) == 1 and one_point:
+        return f'<figure><figcaption>{_esc(title)}</figcaption><p class="one-point">{_esc(one_point)}</p></figure>'
+    w_each, h = max(24, min(60, 700 // max(1, len(points)))), 160
     width = 50 + w_each * len(points)
-    top = max((v for _, v in points if v is not None), default=0) or 1
-    top = 1.0 if as_share else top
+    top = nice_top(max((v for _, v in points if v is not None), default=0), as_share)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h + 60}" role="img" '
         f'aria-label="{_esc(title)}" font-size="11">',
         f'<line x1="40" y1="{h}" x2="{width}" y2="{h}" stroke="#999"/>',
-        f'<text x="36" y="{h}" text-anchor="end">0</text>',
-        f'<text x="36" y="12" text-anchor="end">{"100%" if as_share else f"{top:g}"}</text>',
     ]
+    for frac in (0, 0.5, 1):  # the axis: 0, half and the top, with faint grid lines
+        y = h - frac * (h - 20)
+        parts.append(f'<text x="36" y="{y + 4:.1f}" text-anchor="end">{_esc(_value(top * frac, as_share))}</text>')
+        if frac:
+            parts.append(f'<line x1="40" y1="{y:.1f}" x2="{width}" y2="{y:.1f}" stroke="#eee"/>')
     for i, (label, v) in enumerate(points):
         x = 44 + i * w_each
         if v is not None:
-            bh = (v / top) * (h - 10)
-            tip = f"{v * 100:.1f}%" if as_share else f"{v:g}"
+            bh = (v / top) * (h - 20)
+            tip = _value(v, as_share)
             parts.append(
                 f'<rect x="{x}" y="{h - bh:.1f}" width="{w_each - 4}" height="{bh:.1f}" '
                 f'fill="{COLOURS["human"]}"><title>{_esc(label)}: {tip}</title></rect>'
+            )
+            parts.append(
+                f'<text x="{x + (w_each - 4) / 2:.1f}" y="{h - bh - 3:.1f}" text-anchor="middle" '
+                f'class="value">{_esc(tip)}</text>'
             )
         parts.append(
             f'<text x="{x + (w_each - 4) / 2}" y="{h + 12}" text-anchor="end" '
@@ -95,16 +131,26 @@ def report_charts(report: dict[str, Any]) -> dict[str, list[str]]:
     def cov_shares(cov: dict[str, Any]) -> dict[str, float]:
         return {k: (v["share"] or 0.0) for k, v in cov["by_coverage"].items() if cov["turns_assessed"]}
 
-    per_agent = [
-        (a, cov_shares(g["coverage"])) for a, g in groups.get("agent", {}).items() if g["coverage"]["turns_assessed"]
-    ]
-    if not per_agent and report["coverage"]["turns_assessed"]:
-        per_agent = [("all agents", cov_shares(report["coverage"]))]
+    assessed = [(a, g["coverage"]) for a, g in groups.get("agent", {}).items() if g["coverage"]["turns_assessed"]]
+    if not assessed and report["coverage"]["turns_assessed"]:
+        assessed = [("all agents", report["coverage"])]
+    per_agent = [(a, cov_shares(c)) for a, c in assessed]
+    totals = [f"{c['turns_assessed']} turns" for _, c in assessed]
     extra = sorted({k for _, v in per_agent for k in v} - set(keys))
-    coverage = [stacked_bars("Coverage of assessed turns, per agent", per_agent, keys + extra, as_share=True)]
+    coverage = [stacked_bars("Coverage of assessed turns, per agent", per_agent, keys + extra, True, totals)]
 
-    days = [(d, g["authors"]["human_share"]) for d, g in groups.get("day", {}).items()]
-    authors = [columns("Share of replies written by a person, per day", days)] if days else []
+    day_groups = groups.get("day", {})
+    days = [(d, g["authors"]["human_share"]) for d, g in day_groups.items()]
+    sentence = ""
+    if len(days) == 1:
+        ((day, group),) = day_groups.items()
+        a = group["authors"]
+        share = "no" if a["human_share"] is None else f"{a['human_share'] * 100:.1f}%"
+        sentence = (
+            f"All replies fall on one day, {day}: {share} of them ({a['by_author'].get('human', 0)} of "
+            f"{a['replies_with_author']} that state an author) were written by a person."
+        )
+    authors = [columns("Share of replies written by a person, per day", days, True, sentence)] if days else []
 
     rows = [
         (r["routine"], {"completed": r["completed"], "abandoned": r["abandoned"], "open": r["open"]})

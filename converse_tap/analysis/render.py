@@ -6,11 +6,16 @@ import base64
 import hashlib
 import html
 import json
+import os
 import re
+import textwrap
 from typing import Any
 
 from ..textsafe import safe_line
 from .charts import report_charts
+from .html_drill import CSS as drill_css
+from .html_drill import SCRIPT as drill_script
+from .html_drill import examples_cell, transcripts_section
 from .tables import Link, Section, Table, measured, report_sections
 
 
@@ -18,38 +23,133 @@ def _cell(v: Any) -> str:
     return "" if v is None else str(v)
 
 
-def _text_table(t: Table) -> list[str]:
-    """Every value from the data passes through safe_line: no control character or bidi override reaches a terminal."""
-    cells = [[safe_line(_cell(c)) for c in row] for row in t.rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(t.headers)]
+def _numeric(v: str) -> bool:
+    return v[:1].isdigit() or v[:1] == "–" or (v[:1] == "-" and v[1:2].isdigit())
+
+
+def _clip(v: str, w: int) -> str:
+    return v if len(v) <= w else v[: max(w - 1, 0)] + "…"
+
+
+MIN_COLUMN = 8  # a text column is not abbreviated below this (or its natural width, when narrower)
+
+
+def fit_widths(headers: list[str], cells: list[list[str]], width: int | None) -> list[int] | None:
+    """Column widths: natural when they fit `width` (or when width is None). Else the widest columns narrowed in
+    turn: text columns down to MIN_COLUMN (values abbreviated), numeric ones down to their values, their headers
+    wrapped onto more lines (first at word boundaries, then abbreviated). None when even that does not fit."""
+    natural = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    gaps = 2 * (len(headers) - 1)
+    if width is None or sum(natural) + gaps <= width:
+        return natural
+    k = range(len(headers))
+    numeric = [bool(cells) and all(_numeric(r[i]) or not r[i] for r in cells) for i in k]
+    values = [max([1] + [len(r[i]) for r in cells]) for i in k]
+    words = [max([1] + [len(w) for w in h.split()]) for h in headers]
+    widths = list(natural)
+    excess = sum(widths) + gaps - width
+    for floor in (
+        [max(values[i], words[i]) if numeric[i] else natural[i] for i in k],  # numeric headers wrapped at spaces
+        [max(values[i], words[i]) if numeric[i] else min(natural[i], MIN_COLUMN) for i in k],  # values abbreviated
+        [max(values[i], 4) if numeric[i] else min(natural[i], MIN_COLUMN) for i in k],  # header words abbreviated
+    ):
+        while excess > 0:
+            shrinkable = [i for i in k if widths[i] > floor[i]]
+            if not shrinkable:
+                break
+            i = max(shrinkable, key=lambda j: widths[j])
+            widths[i] -= 1
+            excess -= 1
+        if excess <= 0:
+            return widths
+    return None
+
+
+def _header_rows(headers: list[str], widths: list[int]) -> list[list[str]]:
+    """Headers on as many lines as their widths need: wrapped at spaces, a word too long abbreviated."""
+    wrapped = [
+        [_clip(part, w) for part in (textwrap.wrap(h, w, break_long_words=False) if len(h) > w else [h]) or [""]]
+        for h, w in zip(headers, widths, strict=True)
+    ]
+    depth = max(len(lines) for lines in wrapped)
+    return [[lines[n] if n < len(lines) else "" for lines in wrapped] for n in range(depth)]
+
+
+def table_lines(
+    title: str, headers: list[str], cells: list[list[str]], note: str = "", width: int | None = None
+) -> list[str]:
+    """A table as text lines. With a width (a terminal's), every line fits it: columns narrowed (values
+    abbreviated with "…", headers wrapped), or, when the columns cannot fit however narrowed, one block of
+    "header  value" lines per row. Without one (piped output) nothing is cut."""
+    widths = fit_widths(headers, cells, width)
+    out = _wrap(title, width) if title else []
+    if widths is None:
+        assert width is not None
+        return out + _vertical(headers, cells, width) + (_wrap(note, width) if note else [])
 
     def line(values: list[str]) -> str:
         parts = []
         for i, v in enumerate(values):
-            numeric = v[:1].isdigit() or v[:1] == "–" or (v[:1] == "-" and v[1:2].isdigit())
-            parts.append(v.rjust(widths[i]) if numeric and i else v.ljust(widths[i]))
+            v = _clip(v, widths[i])
+            parts.append(v.rjust(widths[i]) if _numeric(v) and i else v.ljust(widths[i]))
         return "  ".join(parts).rstrip()
 
-    out = [safe_line(t.title)] if t.title else []
-    out.append(line([safe_line(h) for h in t.headers]))
+    out.extend(line(row) for row in _header_rows(headers, widths))
     out.append("  ".join("-" * w for w in widths))
     out.extend(line(r) for r in cells)
-    if t.note:
-        out.append(safe_line(t.note))
+    if note:
+        out.extend(_wrap(note, width))
     return out
 
 
-def to_text(report: dict[str, Any]) -> str:
-    """For a terminal: control characters, line breaks and bidi overrides inside values become visible escapes."""
+def _vertical(headers: list[str], cells: list[list[str]], width: int) -> list[str]:
+    label = min(max(len(h) for h in headers), width // 3)
+    out = []
+    for n, row in enumerate(cells, 1):
+        out.append(_clip(f"-[ {n} ]" + "-" * width, width))
+        for h, v in zip(headers, row, strict=True):
+            room = width - label - 2
+            chunks = [v[i : i + room] for i in range(0, len(v), room)] or [""]
+            out.append(f"{_clip(h, label).ljust(label)}  {chunks[0]}".rstrip())
+            out.extend(f"{'':{label}}  {c}".rstrip() for c in chunks[1:])
+    return out
+
+
+def _wrap(text: str, width: int | None) -> list[str]:
+    if width is None or len(text) <= width:
+        return [text]
+    return textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
+
+
+def _text_table(t: Table, width: int | None = None) -> list[str]:
+    """Every value from the data passes through safe_line: no control character or bidi override reaches a terminal."""
+    cells = [[safe_line(_cell(c)) for c in row] for row in t.rows]
+    return table_lines(safe_line(t.title), [safe_line(h) for h in t.headers], cells, safe_line(t.note), width)
+
+
+def to_text(report: dict[str, Any], width: int | None = None) -> str:
+    """Terminal text; with `width` (a terminal's columns) every line fits it, without it nothing is cut. Control
+    characters, line breaks and bidi overrides inside values become visible escapes."""
     lines: list[str] = []
     for s in report_sections(report):
-        lines.append(f"== {safe_line(s.title)} ==")
-        lines.extend(safe_line(line) for line in s.lines)
+        lines.extend(_wrap(f"== {safe_line(s.title)} ==", width))
+        for text in s.lines:
+            lines.extend(_wrap(safe_line(text), width))
         for t in s.tables:
             lines.append("")
-            lines.extend(_text_table(t))
+            lines.extend(_text_table(t, width))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def terminal_width(stream: Any) -> int | None:
+    """The columns of the terminal `stream` writes to (at least 40), or None when it is not a terminal."""
+    try:
+        if not stream.isatty():
+            return None
+        return max(os.get_terminal_size(stream.fileno()).columns, 40)
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 _MD_BREAKS = re.compile(r"[\r\n\v\f\x85\u2028\u2029]+")
@@ -122,11 +222,15 @@ def _html_value(v: Any) -> str:
 def _html_table(t: Table) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
     body = []
-    for row in t.rows:
+    for r, row in enumerate(t.rows):
         cells = []
-        for v in row:
+        for i, v in enumerate(row):
             s = _cell(v)
             cls = ' class="n"' if s[:1].isdigit() or s[:1] == "–" else ""
+            if i == t.count_column and t.examples.get(r):  # the count opens the conversations behind it
+                label = " / ".join(_cell(c) for c in row[: t.count_column])
+                cells.append(f"<td{cls}>{examples_cell(s, t.examples[r], label)}</td>")
+                continue
             cells.append(f"<td{cls}>{_html_value(v)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     cap = f"<caption>{html.escape(t.title)}</caption>" if t.title else ""
@@ -138,7 +242,7 @@ def _html_section(s: Section, charts: dict[str, list[str]]) -> str:
     parts = [f"<h2>{html.escape(s.title)}</h2>"]
     parts += [f"<p>{html.escape(line)}</p>" for line in s.lines]
     parts += charts.get(s.title, [])
-    parts += [_html_table(t) for t in s.tables]
+    parts += [_html_table(t) for t in s.tables if not t.lists_examples]  # those open from their counts
     return "\n".join(parts)
 
 
@@ -156,7 +260,8 @@ def _sha256(source: str) -> str:
 
 # no script but the one above, no style but the sheet above, nothing fetched (the SVG charts are inline)
 CSP = (
-    f"default-src 'none'; script-src {_sha256(_SCRIPT)}; style-src {_sha256(_CSS)}; img-src data:; "
+    f"default-src 'none'; script-src {_sha256(_SCRIPT + drill_script)}; "
+    f"style-src {_sha256(_CSS + drill_css)}; img-src data:; "
     "base-uri 'none'; form-action 'none'"
 )
 _ISLAND_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -185,13 +290,15 @@ def to_html(report: dict[str, Any]) -> str:
         sections = [s for s in sections if s.title in keep]
         sections[0].lines.insert(0, "Nothing measured: no A2A message in this dataset or window.")
     body = "\n".join(_html_section(s, charts) for s in sections)
+    body += "\n" + transcripts_section(report)
+    data = {k: v for k, v in report.items() if k != "transcripts"}  # the transcripts are in the page already
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         f'<meta http-equiv="Content-Security-Policy" content="{html.escape(CSP, quote=True)}">'
         f'<meta name="referrer" content="no-referrer"><title>converse-tap report</title>'
-        f"<style>{_CSS}</style></head><body><h1>converse-tap report</h1>\n{body}\n"
-        f'<script type="application/json" id="report-data">{json_island(report)}</script>'
-        f"<script>{_SCRIPT}</script></body></html>\n"
+        f"<style>{_CSS}{drill_css}</style></head><body><h1>converse-tap report</h1>\n{body}\n"
+        f'<script type="application/json" id="report-data">{json_island(data)}</script>'
+        f"<script>{_SCRIPT + drill_script}</script></body></html>\n"
     )
 
 

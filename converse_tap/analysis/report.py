@@ -201,11 +201,15 @@ def build_report(
     window: Window | None = None,
     by: tuple[str, ...] = (),
     stale_after: pd.Timedelta | None = None,
+    examples: int = 0,
+    transcripts: bool = False,
 ) -> dict[str, Any]:
     """The whole report over loaded frames, or over an `Engine` on a dataset (`Engine.over_dataset`, which
-    reads the Parquet files out of core and never holds a row per sighting)."""
+    reads the Parquet files out of core and never holds a row per sighting). With `examples`, up to that many
+    example conversations per counted value (`examples`), and with `transcripts` each one's transcript."""
     window = window or Window()
     with engine_for(source) as engine:
+        drilled = drill_down(engine, window, examples, transcripts) if examples else {}
         counts = engine.dataset_counts()
         adoption = m.adoption_rows(engine.adoption_counts())  # before gather frees the facts it shares
         facts = Facts.gather(engine, by, stale_after)
@@ -252,6 +256,7 @@ def build_report(
             "agent_cards": _cards(cards),
         },
     }
+    report.update(drilled)
     if by:
         report["groups"] = {b: {str(k): facts.sections(stale_after, b, k) for k in facts.keys(b)} for b in by}
     return report
@@ -277,3 +282,21 @@ def _cards(cards: pd.DataFrame) -> list[dict[str, Any]]:
             }
         )
     return sorted(out, key=lambda c: (c["agent"], c["source"]))
+
+
+def drill_down(engine: Engine, window: Window, n: int, transcripts: bool) -> dict[str, Any]:
+    """{"examples": {breakdown: {value: [example]}}} and, with `transcripts`, {"transcripts": {id: transcript}}
+    for every conversation named there. Runs over the engine's named views, then leaves its names as they were."""
+    from .drill import examples
+    from .engine import create_named_views
+    from .transcript import transcripts as read_transcripts
+
+    create_named_views(engine, window)
+    try:
+        out: dict[str, Any] = {"examples": examples(engine, n)}
+        if transcripts:
+            ids = sorted({e["conversation"] for b in out["examples"].values() for v in b.values() for e in v})
+            out["transcripts"] = read_transcripts(engine, ids)  # one pass over the messages for all of them
+    finally:
+        engine.con.execute("RESET search_path")
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,11 @@ class Table:
     headers: list[str]
     rows: list[list[Any]]
     note: str = ""
+    # the example conversations behind a row's count (report --examples): row index -> examples; the HTML report
+    # opens them from the count in `count_column`, text and Markdown list them in a table of their own
+    examples: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    count_column: int = 1
+    lists_examples: bool = False  # such a table of examples (the HTML shows them inside the counts instead)
 
 
 @dataclass
@@ -52,6 +58,32 @@ def measured(report: dict[str, Any]) -> bool:
     return bool(report["dataset"]["agent_message_sightings"])
 
 
+def _drill(
+    s: Section,
+    report: dict[str, Any],
+    breakdown: str,
+    label: str,
+    key: Callable[[list[Any]], str] = lambda row: str(row[0]),
+    count_column: int = 1,
+) -> None:
+    """Attach the report's examples (report --examples) to the section's last table, and list them below it."""
+    found = report.get("examples", {}).get(breakdown)
+    if found is None:
+        return
+    table = s.tables[-1]
+    table.count_column = count_column
+    table.examples = {i: found[key(row)] for i, row in enumerate(table.rows) if found.get(key(row))}
+    rows = [
+        [k, e["conversation"], e["agent"] or "–", (e["at"] or "")[:19].replace("T", " "), e["text"]]
+        for k, items in found.items()
+        for e in items
+    ]
+    if rows:
+        note = f"open one: converse-tap show {report['dataset']['path']} CONVERSATION"
+        headers = [label, "conversation", "agent", "time", "reply"]
+        s.tables.append(Table(f"Examples by {label}", headers, rows, note, lists_examples=True))
+
+
 def report_sections(report: dict[str, Any]) -> list[Section]:
     ds, cov, auth, rout = report["dataset"], report["coverage"], report["authors"], report["routines"]
     inv, cit, conf = report["invocations"], report["citations"], report["conformance"]
@@ -78,6 +110,7 @@ def report_sections(report: dict[str, Any]) -> list[Section]:
             [[k, v["count"], pct(v["share"]), ci(v["ci_low"], v["ci_high"])] for k, v in cov["by_coverage"].items()],
         )
     )
+    _drill(s, report, "coverage", "coverage value")
     if cov["by_reason"]:
         s.tables.append(
             Table(
@@ -105,6 +138,7 @@ def report_sections(report: dict[str, Any]) -> list[Section]:
             f"(95% CI {ci(auth['human_share_ci_low'], auth['human_share_ci_high'])})",
         )
     )
+    _drill(s, report, "author", "author")
     s.lines.append(
         f"{auth['conversations_with_human']} of {auth['conversations']} conversations had a human-written reply; "
         f"{auth['suppressed_turns']} suppressed turns; ownership went to a person {auth['handoffs_to_human']} "
@@ -144,6 +178,7 @@ def report_sections(report: dict[str, Any]) -> list[Section]:
                 [[r["routine"], r["slot"], r["abandoned"]] for r in rout["abandoned_at"]],
             )
         )
+        _drill(s, report, "abandoned_at", "abandoned at", lambda row: f"{row[0]}/{row[1]}", 2)
     out.append(s)
 
     s = Section("Invocations")
@@ -154,6 +189,7 @@ def report_sections(report: dict[str, Any]) -> list[Section]:
             [[k, v] for k, v in inv["by_outcome"].items()],
         )
     )
+    _drill(s, report, "invocation", "invocation outcome")
     if inv["by_tool"]:
         s.tables.append(
             Table(

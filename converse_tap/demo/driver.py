@@ -38,6 +38,7 @@ class DriveStats:
     polls: int = 0
     resubscribes: int = 0
     errors: list[str] = field(default_factory=list)
+    sent: dict[str, list[str]] = field(default_factory=dict)  # per conversation (context id): the texts sent
 
 
 class Driver:
@@ -83,8 +84,10 @@ class Driver:
             params = ServiceParametersFactory.create([with_a2a_extensions([CONVERSE_URI])])
             ctx = ClientCallContext(service_parameters=params)
         context_id = open_task = ""
+        texts: list[str] = []
         try:
             for step in plan.steps:
+                texts.append(step.text)
                 if plan.resubscribe and open_task:
                     context_id, task, state = await self._send_while_subscribed(
                         client, plan, step, ctx, context_id, open_task
@@ -97,6 +100,8 @@ class Driver:
                     self.stats.polls += 1
                     await client.get_task(GetTaskRequest(id=task, history_length=20), context=ctx)
         finally:
+            if context_id:
+                self.stats.sent[context_id] = texts
             await client.close()
 
     def _count(self, plan: Plan) -> None:

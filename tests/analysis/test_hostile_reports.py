@@ -189,9 +189,14 @@ def test_only_web_urls_become_links() -> None:
         assert safe_href(bad) is None, bad
 
 
-def test_html_report_in_a_browser_runs_no_payload(report: dict[str, Any], tmp_path: Path) -> None:
+def test_html_report_in_a_browser_runs_no_payload(hostile: Path, tmp_path: Path) -> None:
+    """The report as `report --format html` writes it: its counts opening example conversations and their
+    transcripts, every hostile string among them."""
     chromium = ensure_chromium()
-    page = to_html(report)
+    r = invoke("report", str(hostile), "--format", "html", "--by", "agent", "-o", str(tmp_path / "cli.html"))
+    assert r.exit_code == 0, r.stderr
+    page = (tmp_path / "cli.html").read_text()
+    assert 'class="tr"' in page and 'class="ex"' in page, "transcripts and examples are in the page"
     no_csp = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page)
     assert no_csp != page
     # control: the same page with one payload left unescaped does run it, so the probe can see a payload run

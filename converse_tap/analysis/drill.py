@@ -1,0 +1,263 @@
+"""From a number to the rows behind it: read-only SQL over the report's named views, and example conversations
+per counted value (what `sql`, `report --examples` and `check` print).
+
+The views are the engine's own definitions given names (`engine.create_named_views`): the stored tables
+`exchanges`, `messages`, `agent_cards`, and the facts `replies`, `turns`, `conversations`, `routine_instances`.
+
+    from converse_tap.analysis.drill import open_views
+    with open_views("data/") as engine:
+        engine.con.sql("SELECT coverage, count(*) FROM turns GROUP BY ALL").df()
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import decimal
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import duckdb
+import pyarrow as pa
+
+from .engine import (
+    CONVERSATION_KEY,
+    DEFAULT_MEMORY_LIMIT,
+    FACT_VIEWS,
+    NONE,
+    STORED_VIEWS,
+    Engine,
+    create_named_views,
+)
+from .load import Window
+
+VIEWS = (*STORED_VIEWS, *FACT_VIEWS)
+_ALLOWED = {"SELECT", "EXPLAIN"}
+
+
+class QueryError(ValueError):
+    """A query that cannot run: not read-only, or the engine's own error message."""
+
+
+def open_views(
+    root: str | Path,
+    window: Window | None = None,
+    memory_limit: str | None = DEFAULT_MEMORY_LIMIT,
+    facts: tuple[str, ...] = FACT_VIEWS,
+) -> Engine:
+    """An engine over a dataset with every named view (`facts` narrows which facts are built)."""
+    engine = Engine.over_dataset(root, window, memory_limit=memory_limit)
+    try:
+        create_named_views(engine, window, facts)
+    except BaseException:
+        engine.close()
+        raise
+    return engine
+
+
+def facts_named(sql: str) -> tuple[str, ...]:
+    """The fact views a query mentions (only those are built: a query of `exchanges` builds no replies)."""
+    words = {w.lower() for w in re.findall(r"[A-Za-z_]+", sql)}
+    return tuple(v for v in FACT_VIEWS if v in words)
+
+
+def check_read_only(sql: str) -> None:
+    """One SELECT (or EXPLAIN) statement; anything that writes, attaches or changes settings is refused."""
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as e:
+        raise QueryError(str(e)) from e
+    if len(statements) != 1:
+        raise QueryError(f"give exactly one statement (got {len(statements)})")
+    kind = statements[0].type.name
+    if kind not in _ALLOWED:
+        raise QueryError(f"only read-only queries run here (SELECT, WITH … SELECT, EXPLAIN); this is {kind}")
+
+
+def run_query(engine: Engine, sql: str) -> pa.RecordBatchReader:
+    """The query's result as a stream of Arrow batches (never held whole unless the caller does)."""
+    check_read_only(sql)
+    try:
+        return engine.con.sql(sql).to_arrow_reader(batch_size=10_000)
+    except duckdb.Error as e:
+        raise QueryError(str(e).strip()) from e
+
+
+def rows(reader: pa.RecordBatchReader) -> Iterator[dict[str, Any]]:
+    for batch in reader:
+        yield from batch.to_pylist()
+
+
+def plain(value: Any) -> Any:
+    """A JSON-ready value: times in ISO 8601, decimals and huge integers as numbers, bytes as hex."""
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def cell(value: Any) -> str:
+    """A value as one line of text (lists and structs as JSON, null as empty)."""
+    value = plain(value)
+    if value is None:
+        return ""
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def write_csv(reader: pa.RecordBatchReader, out: IO[str]) -> int:
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(reader.schema.names)
+    n = 0
+    for row in rows(reader):
+        w.writerow([cell(v) for v in row.values()])
+        n += 1
+    return n
+
+
+def write_jsonl(reader: pa.RecordBatchReader, out: IO[str]) -> int:
+    n = 0
+    for row in rows(reader):
+        out.write(json.dumps(plain(row), ensure_ascii=False, allow_nan=False) + "\n")
+        n += 1
+    return n
+
+
+def write_json(reader: pa.RecordBatchReader, out: IO[str]) -> int:
+    out.write("[")
+    n = 0
+    for row in rows(reader):
+        out.write(("," if n else "") + "\n  " + json.dumps(plain(row), ensure_ascii=False, allow_nan=False))
+        n += 1
+    out.write("\n]\n" if n else "]\n")
+    return n
+
+
+# Examples behind a count ---------------------------------------------------------------------------------------
+
+# per breakdown: the rows it counts, keyed as the report keys them, with the conversation and the reply
+_CANDIDATES = {
+    "coverage": f"""SELECT coalesce(coverage, '{NONE}') AS key, agent, conversation, first_seen AS seen_at, message_id
+                    FROM turns WHERE coverage_availability = 'assessed'""",
+    "author": """SELECT author AS key, agent, conversation, first_seen AS seen_at, message_id
+                 FROM replies WHERE author IS NOT NULL""",
+    "abandoned_at": f"""SELECT i.routine || '/' || slot AS key, i.agent, i.conversation, i.last_seen AS seen_at,
+                               (SELECT any_value(r.message_id) FROM replies r
+                                WHERE r.conversation = i.conversation AND r.agent IS NOT DISTINCT FROM i.agent
+                                  AND r.first_seen IS NOT DISTINCT FROM i.last_seen
+                                  AND r.routine_status = 'abandoned') AS message_id
+                        FROM routine_instances i,
+                             unnest(CASE WHEN len(i.abandoned_at) = 0 THEN ['{NONE}'] ELSE i.abandoned_at END)
+                             AS t(slot)
+                        WHERE i.outcome = 'abandoned'""",
+    "invocation": f"""SELECT coalesce(invocation_outcome, '{NONE}') AS key, agent, conversation, first_seen AS seen_at,
+                             message_id
+                      FROM replies WHERE invocation_outcome IS NOT NULL OR invocation_tool_name IS NOT NULL""",
+    "anomaly": f"""SELECT split_part(a, ':', 1) AS key, agent, conversation, seen_at, message_id FROM (
+                       SELECT anomalies, agent, {CONVERSATION_KEY} AS conversation, ts_start AS seen_at,
+                              NULL::VARCHAR AS message_id FROM exchanges WHERE len(anomalies) > 0
+                       UNION ALL
+                       SELECT anomalies, agent, {CONVERSATION_KEY}, ts, message_id FROM messages
+                       WHERE len(anomalies) > 0), unnest(anomalies) AS t(a)""",
+}
+BREAKDOWNS = ("coverage", "author", "abandoned_at", "invocation")
+WORDS = 60  # characters of a reply's text shown beside an example
+
+
+def first_words(text: str | None, limit: int = WORDS) -> str:
+    if not text:
+        return ""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit].rsplit(" ", 1)[0] if " " in flat[:limit] else flat[:limit]
+    return cut + "…"
+
+
+def examples(
+    engine: Engine,
+    n: int,
+    breakdowns: tuple[str, ...] = BREAKDOWNS,
+    agent: str | None = None,
+    keys: list[str] | None = None,
+    exclude: list[str] | None = None,
+) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Up to `n` example conversations per breakdown and key (the most recent first, one per conversation):
+    {breakdown: {key: [{conversation, agent, at, message_id, text}]}}. `agent` narrows to one agent; `keys`
+    and `exclude` to some keys. The named views must exist (`engine.create_named_views`)."""
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for name in breakdowns:
+        where, params = ["TRUE"], []
+        if agent is not None:
+            where.append("agent IS NOT DISTINCT FROM ?")
+            params.append(agent)
+        if keys is not None:
+            where.append(f"key IN ({', '.join('?' for _ in keys)})" if keys else "FALSE")
+            params += keys
+        if exclude:
+            where.append(f"key NOT IN ({', '.join('?' for _ in exclude)})")
+            params += exclude
+        sql = f"""
+            WITH c AS (SELECT * FROM ({_CANDIDATES[name]}) WHERE {" AND ".join(where)}),
+            one AS (SELECT * FROM c QUALIFY row_number() OVER (
+                        PARTITION BY key, conversation ORDER BY seen_at DESC NULLS LAST, message_id) = 1),
+            picked AS (SELECT * FROM one QUALIFY row_number() OVER (
+                        PARTITION BY key ORDER BY seen_at DESC NULLS LAST, conversation) <= {int(n)}),
+            texts AS (SELECT message_id, last(text ORDER BY ts) AS text FROM messages
+                      WHERE message_id IN (SELECT message_id FROM picked) GROUP BY message_id)
+            SELECT picked.key, picked.conversation, picked.agent, picked.seen_at, picked.message_id, texts.text
+            FROM picked LEFT JOIN texts USING (message_id)
+            ORDER BY picked.key, picked.seen_at DESC NULLS LAST, picked.conversation"""
+        found: dict[str, list[dict[str, Any]]] = {}
+        for key, conv, ag, at, mid, text in engine.con.execute(sql, params).fetchall():
+            found.setdefault(str(key), []).append(
+                {
+                    "conversation": conv,
+                    "agent": ag,
+                    "at": at.isoformat() if at is not None else None,
+                    "message_id": mid,
+                    "text": first_words(text),
+                }
+            )
+        out[name] = found
+    return out
+
+
+# which rows stand behind a threshold of `converse-tap check` (analysis/gate.py's metrics)
+_THRESHOLD_ROWS: dict[str, tuple[str, list[str] | None, list[str] | None]] = {
+    "unanswered_share": ("coverage", ["unanswered"], None),
+    "answered_share": ("coverage", None, ["answered"]),
+    "abandonment_rate": ("abandoned_at", None, None),
+    "human_share": ("author", ["human"], None),
+    "anomalies": ("anomaly", None, None),
+}
+
+
+def threshold_examples(engine: Engine, metric: str, scope: str = "all", n: int = 5) -> list[dict[str, Any]]:
+    """Up to `n` examples (most recent first, one per conversation) of the turns, replies, routine instances or
+    anomalies that make a threshold fail; each names its key (e.g. the coverage value)."""
+    breakdown, keys, exclude = _THRESHOLD_ROWS[metric]
+    agent = None if scope == "all" else scope
+    found = examples(engine, n, (breakdown,), agent, keys, exclude)[breakdown]
+    flat = [{"key": key, **e} for key, items in found.items() for e in items]
+    flat.sort(key=lambda e: (e["at"] or "", e["conversation"]), reverse=True)
+    seen: set[str] = set()
+    out = []
+    for e in flat:
+        if e["conversation"] not in seen:
+            seen.add(e["conversation"])
+            out.append(e)
+    return out[:n]

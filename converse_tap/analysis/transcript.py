@@ -1,0 +1,231 @@
+"""One conversation as a transcript: each message once, in order, with each reply's envelope inline.
+
+Messages belong to a conversation as replies do (`engine.CONVERSATION_KEY`: context, else task, else exchange).
+A message seen several times (polls, history, resubscriptions) appears once, at its first sighting, with the
+values of its last; a reply's envelope is the `replies` view's row, so a transcript shows what the report counted.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+from ..a2a.redact import TextPolicy
+from ..store.files import SALT_FILE
+from .drill import plain
+from .engine import CONVERSATION_KEY, Engine
+
+TRANSCRIPT_SCHEMA = "converse-tap-transcript/1"
+
+_MESSAGES = f"""
+SELECT {CONVERSATION_KEY} AS conversation,
+       coalesce(message_id, 'sighting:' || exchange_id || ':' || seq) AS key,
+       min(ts) AS first_at,
+       last(message_id ORDER BY ts, seq) AS message_id,
+       last(object_kind::VARCHAR ORDER BY ts, seq) AS kind,
+       last(role::VARCHAR ORDER BY ts, seq) AS role,
+       last(agent ORDER BY ts, seq) AS agent,
+       last(task_id ORDER BY ts, seq) AS task_id,
+       last(task_state::VARCHAR ORDER BY ts, seq) AS task_state,
+       last(method::VARCHAR ORDER BY ts, seq) AS method,
+       last(artifact_name ORDER BY ts, seq) AS artifact_name,
+       last(text ORDER BY ts, seq) AS text,
+       last(part_kinds ORDER BY ts, seq) AS part_kinds,
+       count(*) AS sightings
+FROM messages WHERE {CONVERSATION_KEY} IN (SELECT unnest($1::VARCHAR[]))
+GROUP BY 1, 2
+ORDER BY 1, first_at NULLS LAST, min(exchange_id), min(seq)
+"""
+
+
+class UnknownConversation(LookupError):
+    def __init__(self, conversation: str, close: list[str]) -> None:
+        self.conversation, self.close = conversation, close
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        super().__init__(f"no conversation {conversation!r} in the dataset{hint}")
+
+
+def close_matches(engine: Engine, conversation: str, n: int = 5) -> list[str]:
+    """Conversation ids like the one given: sharing its start, or close in spelling."""
+    prefix = conversation[:8]
+    candidates = [
+        r[0]
+        for r in engine.con.execute(
+            f"""SELECT DISTINCT {CONVERSATION_KEY} AS c FROM messages
+                WHERE starts_with({CONVERSATION_KEY}, ?) OR contains({CONVERSATION_KEY}, ?) LIMIT 50""",
+            [prefix, conversation],
+        ).fetchall()
+    ]
+    if len(candidates) < n:
+        every = [r[0] for r in engine.con.sql(f"SELECT DISTINCT {CONVERSATION_KEY} FROM messages").fetchall()]
+        candidates += [c for c in difflib.get_close_matches(conversation, every, n, 0.5) if c not in candidates]
+    return candidates[:n]
+
+
+def _hasher(root: str, mode: str) -> TextPolicy:
+    salt_path = Path(root) / SALT_FILE if root else None
+    salt = salt_path.read_bytes() if mode == "hash" and salt_path is not None and salt_path.is_file() else b""
+    return TextPolicy(mode, salt)
+
+
+def transcript(engine: Engine, conversation: str, text: str = "keep") -> dict[str, Any]:
+    """{schema, conversation, agents, first_seen, last_seen, messages: [...]}; each message has role, author,
+    time, text (hashed with the dataset's salt under text="hash") and, for a reply, its envelope. Raises
+    UnknownConversation (with close matches) when no message belongs to it. Needs the named views."""
+    found = transcripts(engine, [conversation], text)
+    if conversation not in found:
+        raise UnknownConversation(conversation, close_matches(engine, conversation))
+    return found[conversation]
+
+
+def transcripts(engine: Engine, conversations: list[str], text: str = "keep") -> dict[str, dict[str, Any]]:
+    """The transcripts of several conversations, read in one pass over the messages (those found)."""
+    cursor = engine.con.execute(_MESSAGES, [conversations])
+    found = cursor.fetchall()
+    columns = [d[0] for d in cursor.description]
+    of_these = engine.con.sql(
+        "SELECT * FROM replies WHERE conversation IN (SELECT unnest($1::VARCHAR[]))", params=[conversations]
+    )
+    replies: dict[tuple[str, str], dict[str, Any]] = {
+        (r["conversation"], r["reply_key"]): r for r in of_these.to_arrow_table().to_pylist()
+    }
+    policy = _hasher(engine.root, text)
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for values in found:
+        row = dict(zip(columns, values, strict=True))
+        rows.setdefault(row["conversation"], []).append(row)
+    return {c: _transcript(c, rows[c], replies, policy) for c in conversations if c in rows}
+
+
+def _transcript(
+    conversation: str, rows: list[dict[str, Any]], replies: dict[tuple[str, str], dict[str, Any]], policy: TextPolicy
+) -> dict[str, Any]:
+    messages, owner, n_replies = [], None, 0
+    for row in rows:
+        body = row["text"]
+        if policy.mode == "hash" and body is not None and not body.startswith("sha256:"):
+            body = policy.apply(body)
+        reply = replies.get((conversation, row["key"]))
+        message: dict[str, Any] = {
+            "message_id": row["message_id"],
+            "kind": row["kind"],
+            "role": row["role"],
+            "author": reply["author"] if reply else None,
+            "at": plain(row["first_at"]),
+            "agent": row["agent"],
+            "task_id": row["task_id"],
+            "task_state": row["task_state"],
+            "method": row["method"],
+            "text": body,
+            "parts": row["part_kinds"] or [],
+            "sightings": row["sightings"],
+            "envelope": None,
+        }
+        if row["artifact_name"]:
+            message["artifact_name"] = row["artifact_name"]
+        if reply:
+            n_replies += 1
+            message["envelope"] = _envelope(reply, owner)
+            owner = reply["ownership_state"] or owner
+        messages.append(message)
+    agents = sorted({m["agent"] for m in messages if m["agent"]})
+    return {
+        "schema": TRANSCRIPT_SCHEMA,
+        "conversation": conversation,
+        "agents": agents,
+        "first_seen": messages[0]["at"],
+        "last_seen": max((m["at"] for m in messages if m["at"]), default=None),
+        "replies": n_replies,
+        "messages": messages,
+    }
+
+
+def _envelope(r: dict[str, Any], previous_owner: str | None) -> dict[str, Any]:
+    state = r["ownership_state"]
+    change = None
+    if state is not None and previous_owner is not None and state != previous_owner:
+        change = f"{previous_owner} -> {state}"
+    return plain(
+        {
+            "coverage": {
+                "availability": r["coverage_availability"],
+                "coverage": r["coverage"],
+                "reason": r["coverage_reason"],
+                "originating_turn_id": r["originating_turn_id"],
+            }
+            if r["coverage_availability"] or r["coverage"] or r["coverage_reason"]
+            else None,
+            "ownership": {"state": state, "suppressed": r["ownership_suppressed"], "change": change}
+            if state is not None or r["ownership_suppressed"] is not None
+            else None,
+            "routine": {
+                "name": r["routine_name"],
+                "tool_name": r["routine_tool_name"],
+                "status": r["routine_status"],
+                "pending": [
+                    {"key": s["key"], "required": s["required"], "description": s["description"]}
+                    for s in r["pending_input"] or []
+                ],
+            }
+            if r["routine_status"] or r["routine_name"] or r["routine_tool_name"]
+            else None,
+            "invocation": {"tool_name": r["invocation_tool_name"], "outcome": r["invocation_outcome"]}
+            if r["invocation_tool_name"] or r["invocation_outcome"]
+            else None,
+            "citations": [
+                {"document_id": c["document_id"], "title": c["title"], "source_url": c["source_url"]}
+                for c in r["citations"] or []
+            ],
+        }
+    )
+
+
+def envelope_lines(env: dict[str, Any]) -> list[str]:
+    """The envelope of a reply, one line per part that is present."""
+    out = []
+    cov = env.get("coverage")
+    if cov:
+        verdict = " / ".join(str(v) for v in (cov["availability"], cov["coverage"], cov["reason"]) if v)
+        turn = f" (turn {cov['originating_turn_id']})" if cov.get("originating_turn_id") else ""
+        out.append(f"coverage: {verdict}{turn}")
+    own = env.get("ownership")
+    if own:
+        parts = [str(own["state"])] if own["state"] else []
+        if own["suppressed"]:
+            parts.append("suppressed")
+        if own["change"]:
+            parts.append(f"changed {own['change']}")
+        out.append("ownership: " + ", ".join(parts))
+    rout = env.get("routine")
+    if rout:
+        name = rout["name"] or rout["tool_name"] or "?"
+        pending = ", ".join(s["key"] + ("*" if s["required"] else "") for s in rout["pending"])
+        out.append(f"routine: {name} {rout['status'] or ''}".rstrip() + (f" (pending {pending})" if pending else ""))
+    inv = env.get("invocation")
+    if inv:
+        out.append(f"invocation: {inv['tool_name'] or '?'} {inv['outcome'] or ''}".rstrip())
+    if env.get("citations"):
+        out.append("citations: " + "; ".join(c["title"] or c["document_id"] or "?" for c in env["citations"]))
+    return out
+
+
+def transcript_text(t: dict[str, Any]) -> str:
+    """A transcript for reading: a header, then each message with its envelope indented below it."""
+    lines = [
+        f"conversation {t['conversation']}  agent {', '.join(t['agents']) or '–'}  "
+        f"{len(t['messages'])} messages, {t['replies']} replies  {t['first_seen'] or '–'} to {t['last_seen'] or '–'}",
+        "",
+    ]
+    for m in t["messages"]:
+        who = m["role"] or m["kind"] or "?"
+        if m["author"]:
+            who += f" (by {m['author']})"
+        if m["kind"] == "artifact":
+            who = "artifact" + (f" {m['artifact_name']}" if m.get("artifact_name") else "")
+        when = (m["at"] or "")[:23].replace("T", " ")
+        body = m["text"].replace("\n", "\n    ") if m["text"] is not None else "(no text)"
+        lines.append(f"[{when}] {who}: {body}")
+        for line in envelope_lines(m["envelope"] or {}):
+            lines.append(f"    {line}")
+    return "\n".join(lines) + "\n"

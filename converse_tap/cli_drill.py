@@ -1,0 +1,174 @@
+"""Drill-down commands (`sql`, `show`) and the check's examples and JUnit output: thin, over analysis/drill.py,
+analysis/transcript.py and analysis/junit.py. Registered onto the `cli` group at the end of cli.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from .cli import UsageError, _window, window_options
+
+if TYPE_CHECKING:
+    from .analysis.engine import Engine
+    from .analysis.gate import Outcome
+    from .analysis.load import Window
+
+SQL_FORMATS = ("table", "csv", "json", "jsonl")
+TABLE_ROWS = 1000  # rows a terminal table shows; --format csv/json/jsonl stream every row
+
+
+def _open(dataset: Path, window: Window, memory_limit: str | None, facts: tuple[str, ...]) -> Engine:
+    import duckdb
+
+    from .analysis.drill import open_views
+    from .analysis.engine import DEFAULT_MEMORY_LIMIT
+
+    try:
+        return open_views(dataset, window, memory_limit or DEFAULT_MEMORY_LIMIT, facts)
+    except (OSError, ValueError, duckdb.Error) as e:
+        raise click.ClickException(f"cannot read the dataset {dataset}: {e}") from e
+
+
+@click.command("sql")
+@click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("query")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(SQL_FORMATS),
+    help="Output format; default: table on a terminal, csv when piped.",
+)
+@window_options
+def sql_command(
+    dataset: Path,
+    query: str,
+    fmt: str | None,
+    agents: tuple[str, ...],
+    since: str | None,
+    until: str | None,
+    memory_limit: str | None,
+) -> None:
+    """Run one read-only SQL query over views named for the report's concepts.
+
+    \b
+    Views: exchanges, messages, agent_cards (the stored tables, every column), and replies, turns,
+    conversations, routine_instances (the facts exactly as the report computes them; docs/metrics.md).
+    The query runs out of core like the report; --agent/--since/--until narrow every view.
+    \b
+    Examples:
+        converse-tap sql data/ "SELECT coverage, count(*) FROM turns GROUP BY ALL"
+        converse-tap sql data/ "SELECT * FROM routine_instances WHERE outcome = 'abandoned'" --format csv
+    """
+    from .analysis.drill import QueryError, check_read_only, facts_named, run_query, write_csv, write_json
+    from .analysis.drill import write_jsonl as jsonl
+
+    try:
+        check_read_only(query)
+    except QueryError as e:
+        raise UsageError(f"{e}\nthe views are {', '.join(_views())}; see docs/metrics.md") from e
+    fmt = fmt or ("table" if sys.stdout.isatty() else "csv")
+    engine = _open(dataset, _window(agents, since, until), memory_limit, facts_named(query))
+    if not engine.present:  # an empty answer from no data is not an answer
+        click.echo(f"note: {dataset} holds no Parquet files yet: every view is empty", err=True)
+    try:
+        try:
+            reader = run_query(engine, query)
+        except QueryError as e:
+            raise UsageError(f"{e}\nthe views are {', '.join(_views())}; see docs/metrics.md") from e
+        out = sys.stdout
+        if fmt == "table":
+            _table(reader, out)
+        else:
+            {"csv": write_csv, "json": write_json, "jsonl": jsonl}[fmt](reader, out)
+    finally:
+        engine.close()
+
+
+def _views() -> tuple[str, ...]:
+    from .analysis.drill import VIEWS
+
+    return VIEWS
+
+
+def _table(reader: Any, out: Any) -> None:
+    from .analysis.drill import cell, rows
+    from .analysis.render import table_lines, terminal_width
+
+    cells: list[list[str]] = []
+    more = False
+    for row in rows(reader):
+        if len(cells) == TABLE_ROWS:
+            more = True
+            break
+        cells.append([cell(v) for v in row.values()])
+    note = f"({len(cells)} rows)" if not more else f"(first {TABLE_ROWS} rows; --format csv gives them all)"
+    for line in table_lines("", list(reader.schema.names), cells, note, terminal_width(out)):
+        click.echo(line, file=out)
+
+
+@click.command("show")
+@click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("conversation")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--text",
+    type=click.Choice(["keep", "hash"]),
+    default="keep",
+    show_default=True,
+    help="Message text as recorded, or its SHA-256 (salted like the dataset's hash policy) to share safely.",
+)
+@click.option("--memory-limit", help="Memory the analysis may hold (DuckDB's limit, e.g. 500MB).")
+def show(dataset: Path, conversation: str, fmt: str, text: str, memory_limit: str | None) -> None:
+    """Print one conversation as a transcript: each message in order with role, author, time and text, and each
+    reply's envelope inline (coverage, ownership, routine and pending slots, invocation, citations).
+
+    \b
+    CONVERSATION is an id from the report's examples or the `conversations` view (a unique prefix will do).
+    Example:
+        converse-tap show data/ 5f0c2a9e-8d1b-4e0f-9a51-2c3d4e5f6a7b --format json
+    """
+    from .analysis.transcript import UnknownConversation, transcript, transcript_text
+
+    engine = _open(dataset, _window((), None, None), memory_limit, ("replies",))
+    try:
+        try:
+            t = transcript(engine, conversation, text)
+        except UnknownConversation as e:
+            unique = [c for c in e.close if c.startswith(conversation.rstrip("…"))]
+            if len(unique) != 1:
+                hint = f'list them with: converse-tap sql {dataset} "SELECT * FROM conversations"'
+                raise UsageError(f"{e}\n{hint}") from None
+            t = transcript(engine, unique[0], text)
+    finally:
+        engine.close()
+    click.echo(json.dumps(t, indent=2, ensure_ascii=False) if fmt == "json" else transcript_text(t), nl=fmt == "json")
+
+
+def check_examples(
+    dataset: Path, window: Window, memory_limit: str | None, failed: list[Outcome], n: int = 5
+) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Up to `n` examples behind each failed threshold, keyed by (scope, metric)."""
+    from .analysis.drill import threshold_examples
+
+    if not failed:
+        return {}
+    engine = _open(dataset, window, memory_limit, ("replies", "turns", "routine_instances"))
+    try:
+        return {(o.scope, o.metric): threshold_examples(engine, o.metric, o.scope, n) for o in failed}
+    finally:
+        engine.close()
+
+
+def example_lines(dataset: Path, found: list[dict[str, Any]]) -> list[str]:
+    out = [
+        f"    {e['conversation']}  {e['agent'] or '–'}  {(e['at'] or '')[:19]}  {e['key']}"
+        + (f"  “{e['text']}”" if e["text"] else "")
+        for e in found
+    ]
+    if found:
+        out.append(f"    open one: converse-tap show {dataset} {found[0]['conversation']}")
+    return out
