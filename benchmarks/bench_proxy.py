@@ -1,7 +1,7 @@
 """Proxy overhead at saturation: bare mitmdump vs mitmdump with the converse-tap addon, interleaved.
 
     python -m benchmarks.bench_proxy [--rounds 7] [--seconds 6] [--connections 16] [--threads 2] [--streams 10]
-                                     [--client auto|wrk|own]
+                                     [--client auto|wrk|own] [--candidate SCRIPT]
 
 Unary: JSON-RPC SendMessage calls (with the converse extension header; a ~2 KB envelope reply) from wrk with 16
 keep-alive connections for 6 s per run, so that the proxy, not the client, is what runs out of CPU (install wrk
@@ -11,6 +11,8 @@ stream callable, benchmarks/passthrough.py), `mitmdump -s ADDON`, and `mitmdump 
 raw recording, for comparison). Per path: requests/s, p50/p99 latency, and CPU per request of the proxy's whole
 process tree (the addon's recording worker included), counted until deferred work has finished. Ratios are the
 medians of the per-round ratios. Direct throughput beside proxied throughput shows the proxy is the bottleneck.
+`--candidate SCRIPT` adds a path: the addon plus SCRIPT loaded after it (e.g. one that patches a method), to
+measure a change side by side with the addon as it is.
 
 Streams: SSE replies of 20 events 50 ms apart, unloaded: time to the first event and the mean per-event delay.
 """
@@ -92,6 +94,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2, help="wrk threads")
     p.add_argument("--streams", type=int, default=10, help="SSE streams per path")
     p.add_argument("--client", choices=["auto", "wrk", "own"], default="auto")
+    p.add_argument("--candidate", type=Path, help="a path 'candidate': the addon plus this mitmdump script")
     p.add_argument("--summary", default="off", help="the addon's converse_tap_summary (off: like flow_detail=0)")
     a = p.parse_args()
     client = a.client
@@ -109,8 +112,9 @@ def main() -> None:
 
     tmp_dir = tempfile.TemporaryDirectory(prefix="bench_proxy-")
     tmp = Path(tmp_dir.name)
-    metrics = ("rps", "p50", "p99", "cpu", "cores", "up_cores", "others", "errors", "first", "gap")
-    res: dict[str, dict[str, list[float]]] = {k: {m: [] for m in metrics} for k in PATHS}
+    paths = PATHS + (("candidate",) if a.candidate else ())
+    metrics = ("rps", "p50", "p99", "cpu", "main", "cores", "up_cores", "others", "errors", "first", "gap")
+    res: dict[str, dict[str, list[float]]] = {k: {m: [] for m in metrics} for k in paths}
     load_before = os.getloadavg()
     with contextlib.ExitStack() as stack:
         stack.callback(tmp_dir.cleanup)
@@ -120,13 +124,15 @@ def main() -> None:
         base = f"http://127.0.0.1:{port}"
         common = ["--set", "flow_detail=0", "--set", f"confdir={tmp / 'conf'}"]
         bare_url, bare = stack.enter_context(mitmdump(None, *common, "-s", str(HERE / "passthrough.py")))
-        addon_url, addon = stack.enter_context(
-            mitmdump(tmp / "data", *common, "--set", f"converse_tap_summary={a.summary}",
-                     "--set", "converse_tap_flush_interval=1")  # the default, as a user runs it
-        )  # fmt: skip
+        tap = [*common, "--set", f"converse_tap_summary={a.summary}", "--set", "converse_tap_flush_interval=1"]
+        addon_url, addon = stack.enter_context(mitmdump(tmp / "data", *tap))  # flush interval: the default
         record_url, record = stack.enter_context(mitmdump(None, *common, "-w", str(tmp / "flows.mitm")))
         procs = {"direct": up, "bare": bare, "addon": addon, "record": record}
         urls: dict[str, str | None] = {"direct": None, "bare": bare_url, "addon": addon_url, "record": record_url}
+        if a.candidate:
+            urls["candidate"], procs["candidate"] = stack.enter_context(
+                mitmdump(tmp / "data-candidate", *tap, "-s", str(a.candidate.resolve()))
+            )
         all_pids = [pr.popen.pid for pr in procs.values()]
 
         def run(name: str, seconds: float) -> load.Load:
@@ -137,17 +143,19 @@ def main() -> None:
                 )
             return load.run_own(connect, base + "/a2a", BODY, HEADERS, connections=a.connections, seconds=seconds)
 
-        for name in PATHS:  # warm-up: connections, imports, the worker's first flush
+        for name in paths:  # warm-up: connections, imports, the worker's first flush
             run(name, 2.0)
         for i in range(a.rounds):  # interleaved, rotating, so drift and position hit every path alike
-            for name in PATHS[i % len(PATHS) :] + PATHS[: i % len(PATHS)]:
+            for name in paths[i % len(paths) :] + paths[: i % len(paths)]:
                 load.settle(all_pids)
                 pid = procs[name].popen.pid
                 cpu0, busy0, own0 = load.tree_cpu(*all_pids), load.machine_busy(), load.own_cpu()
+                main0 = load.proc_cpu(pid)
                 r = run(name, a.seconds)
                 cpu1, busy1, own1 = load.tree_cpu(*all_pids), load.machine_busy(), load.own_cpu()
                 load.settle([pid])
                 (after,) = load.tree_cpu(pid)
+                main1 = load.proc_cpu(pid)
                 ours = sum(cpu1) - sum(cpu0) + own1 - own0
                 rr = res[name]
                 rr["rps"].append(r.rps)
@@ -155,13 +163,14 @@ def main() -> None:
                 rr["p99"].append(r.p99)
                 rr["errors"].append(r.errors)
                 rr["cpu"].append((after - cpu0[all_pids.index(pid)]) / r.requests * 1e3)
+                rr["main"].append((main1 - main0) / r.requests * 1e3)
                 rr["cores"].append((cpu1[all_pids.index(pid)] - cpu0[all_pids.index(pid)]) / r.seconds)
                 rr["up_cores"].append((cpu1[0] - cpu0[0]) / r.seconds)
                 rr["others"].append(max(0.0, busy1 - busy0 - ours) / r.seconds)
-            print(f"round {i + 1}/{a.rounds}: " + ", ".join(f"{k} {res[k]['rps'][-1]:.0f}" for k in PATHS) + " req/s")
+            print(f"round {i + 1}/{a.rounds}: " + ", ".join(f"{k} {res[k]['rps'][-1]:.0f}" for k in paths) + " req/s")
 
         for _ in range(a.streams):
-            for name in ("direct", "bare", "addon"):
+            for name in ("direct", "bare", "addon", *paths[len(PATHS) :]):
                 first, arrivals = asyncio.run(stream(base + "/stream", urls[name]))
                 res[name]["first"].append(first * 1e3)
                 res[name]["gap"].append(statistics.mean(t - 0.05 * i for i, t in enumerate(arrivals)) * 1e3)
@@ -173,15 +182,19 @@ def main() -> None:
         f"connections, {a.seconds:g} s runs, {a.rounds} interleaved rounds; load average {load_before[0]:.1f} "
         f"before, {os.getloadavg()[0]:.1f} after"
     )
-    print("medians [min-max] over the rounds; CPU ms/req: the path's whole process tree, deferred work included")
-    print(f"{'path':7} {'req/s':>22} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/req':>11} {'cores':>6} "
-          f"{'upstream cores':>15} {'other procs cores':>18} {'errors':>7}")  # fmt: skip
-    for k in PATHS:
+    print(
+        "medians [min-max] over the rounds. CPU ms/req: the path's whole process tree, deferred work included; "
+        "main: of which its main process (mitmdump itself; the upstream for direct); cores: the tree's CPU use "
+        "during the run; other procs: the rest of the machine (other users), in cores"
+    )
+    print(f"{'path':9} {'req/s':>22} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/req':>11} {'main':>6} {'cores':>6} "
+          f"{'upstream cores':>15} {'other procs':>12} {'errors':>7}")  # fmt: skip
+    for k in paths:
         m = {x: statistics.median(v) for x, v in res[k].items() if v}
         rps = f"{m['rps']:.0f} [{min(res[k]['rps']):.0f}-{max(res[k]['rps']):.0f}]"
         print(
-            f"{k:7} {rps:>22} {m['p50']:8.2f} {m['p99']:8.2f} {m['cpu']:11.3f} {m['cores']:6.2f} "
-            f"{m['up_cores']:15.2f} {m['others']:18.2f} {sum(res[k]['errors']):7.0f}"
+            f"{k:9} {rps:>22} {m['p50']:8.2f} {m['p99']:8.2f} {m['cpu']:11.3f} {m['main']:6.3f} {m['cores']:6.2f} "
+            f"{m['up_cores']:15.2f} {m['others']:12.2f} {sum(res[k]['errors']):7.0f}"
         )
 
     def ratios(x: str, y: str, metric: str) -> list[float]:
@@ -190,7 +203,7 @@ def main() -> None:
     def diffs(x: str, y: str, metric: str) -> list[float]:
         return [u - v for u, v in zip(res[x][metric], res[y][metric], strict=True)]
 
-    for x in ("addon", "record"):
+    for x in ("addon", "record", *paths[len(PATHS) :]):
         rps, cpu, p99 = ratios(x, "bare", "rps"), ratios(x, "bare", "cpu"), diffs(x, "bare", "p99")
         line = f"{x}/bare: req/s {med(rps)}{target(x, rps, 'rps')}, CPU/req {med(cpu)}{target(x, cpu, 'cpu')}, "
         print(
@@ -203,7 +216,7 @@ def main() -> None:
         f"proxy is the bottleneck (during bare runs the upstream used {statistics.median(res['bare']['up_cores']):.2f} "
         f"cores, mitmdump {statistics.median(res['bare']['cores']):.2f})"
     )
-    if any(sum(res[k]["errors"]) for k in PATHS):
+    if any(sum(res[k]["errors"]) for k in paths):
         print("WARNING: some requests failed (errors column); their runs' figures are not comparable")
     if done:
         seen, records, dropped, restarts = (int(g) for g in done.groups())
@@ -214,9 +227,9 @@ def main() -> None:
         print("WARNING: no summary line from the addon at exit; whether it recorded everything is unknown")
 
     print(f"\nstreams: {a.streams} x 20 SSE events 50 ms apart, one at a time; medians")
-    print(f"{'path':7} {'first event ms':>15} {'mean event offset ms':>21}")
-    for k in ("direct", "bare", "addon"):
-        print(f"{k:7} {statistics.median(res[k]['first']):15.2f} {statistics.median(res[k]['gap']):21.2f}")
+    print(f"{'path':9} {'first event ms':>15} {'mean event offset ms':>21}")
+    for k in ("direct", "bare", "addon", *paths[len(PATHS) :]):
+        print(f"{k:9} {statistics.median(res[k]['first']):15.2f} {statistics.median(res[k]['gap']):21.2f}")
     first = statistics.median(res["addon"]["first"]) - statistics.median(res["bare"]["first"])
     print(f"addon - bare first event: {first:+.2f} ms{target('addon', [first], 'first')}")
 

@@ -72,6 +72,12 @@ def tree_cpu(*roots: int) -> list[float]:
     return totals
 
 
+def proc_cpu(pid: int) -> float:
+    """CPU seconds used so far by this one process (all its threads), without its children."""
+    f = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / TICK
+
+
 def machine_busy() -> float:
     """CPU seconds the whole machine has spent busy (all cores), from /proc/stat."""
     f = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
