@@ -148,8 +148,8 @@ def _ms(text: str) -> float:
 
 def parse_wrk(out: str) -> Load:
     total = re.search(r"(\d+) requests in ([\d.]+)(\w+),", out)
-    p50 = re.search(r"^\s+50%\s+(\S+)$", out, re.MULTILINE)
-    p99 = re.search(r"^\s+99%\s+(\S+)$", out, re.MULTILINE)
+    p50 = re.search(r"^\s+50%\s+(\S+)\s*$", out, re.MULTILINE)
+    p99 = re.search(r"^\s+99%\s+(\S+)\s*$", out, re.MULTILINE)
     if total is None or p50 is None or p99 is None:
         raise RuntimeError(f"cannot read wrk's output:\n{out}")
     errors = 0
