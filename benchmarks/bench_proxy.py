@@ -209,6 +209,10 @@ def main() -> None:
         print(
             line + f"p99 {statistics.median(p99):+.1f} ms [{min(p99):+.1f} to {max(p99):+.1f}]{target(x, p99, 'p99')}"
         )
+    for x in ("addon", *paths[len(PATHS) :]):
+        main = ratios(x, "bare", "main")
+        worker = [(t - m) * 1e3 for t, m in zip(res[x]["cpu"], res[x]["main"], strict=True)]
+        print(f"{x}: mitmdump's own CPU/req vs bare {med(main)}; its worker {statistics.median(worker):.0f} us/req")
     headroom = ratios("direct", "bare", "rps")
     print(
         f"direct/bare req/s {statistics.median(headroom):.1f}x [{min(headroom):.1f}-{max(headroom):.1f}]: the "
