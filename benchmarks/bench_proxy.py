@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import os
 import re
+import signal
 import statistics
 import sys
 import tempfile
@@ -119,7 +120,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         stack.callback(tmp_dir.cleanup)
         up = Proc([sys.executable, "-m", "benchmarks.upstream"])
-        stack.callback(up.stop)
+        stack.callback(up.stop, signal.SIGTERM)
         port = up.wait_for(re.compile(r"listening on (\d+)")).group(1)
         base = f"http://127.0.0.1:{port}"
         common = ["--set", "flow_detail=0", "--set", f"confdir={tmp / 'conf'}"]

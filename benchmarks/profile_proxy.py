@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -93,7 +94,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         up = Proc([sys.executable, "-m", "benchmarks.upstream"])
-        stack.callback(up.stop)
+        stack.callback(up.stop, signal.SIGTERM)
         base = f"http://127.0.0.1:{up.wait_for(re.compile(r'listening on (\d+)')).group(1)}"
         url, addon = stack.enter_context(
             mitmdump(tmp / "data", "--set", "flow_detail=0", "--set", f"confdir={tmp / 'conf'}",
