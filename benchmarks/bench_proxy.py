@@ -145,7 +145,7 @@ def main() -> None:
             return load.run_own(connect, base + "/a2a", BODY, HEADERS, connections=a.connections, seconds=seconds)
 
         for name in paths:  # warm-up: connections, imports, the worker's first flush
-            run(name, 2.0)
+            run(name, 3.0)
         for i in range(a.rounds):  # interleaved, rotating, so drift and position hit every path alike
             for name in paths[i % len(paths) :] + paths[: i % len(paths)]:
                 load.settle(all_pids)

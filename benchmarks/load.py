@@ -91,9 +91,11 @@ def own_cpu() -> float:
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
 
-def settle(pids: list[int], window: float = 0.5, quiet: float = 0.03, limit: float = 30.0) -> None:
+def settle(pids: list[int], window: float = 1.25, quiet: float = 0.05, limit: float = 30.0) -> None:
     """Wait until these process trees have used less than `quiet` CPU seconds over `window` seconds (deferred
-    work such as a recording worker catching up is over), or `limit` seconds have passed."""
+    work such as a recording worker catching up is over), or `limit` seconds have passed. The window is longer
+    than the addon's flush interval (1 s), so that a flush still due, the first one included (it imports pandas
+    in the worker: about a second of CPU), happens before the figures are read, not in the next run."""
     last = sum(tree_cpu(*pids))
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:

@@ -6,7 +6,9 @@
 Starts the benchmark upstream and `mitmdump -s ADDON` (as bench_proxy runs it), drives it with wrk (16
 connections) and samples both processes with `py-spy record --format raw --nonblocking` at the same time. Prints,
 per process, the share of on-CPU samples inside converse_tap code (inclusive) and the top functions of ours, and
-keeps the raw stacks (flame-graph input) in DIR.
+keeps the raw stacks (flame-graph input) in DIR. py-spy counts a thread that is runnable but waiting for a CPU
+as busy, so on a loaded machine a line that wakes another process (a socket or pipe write) collects samples
+while that process runs; `--gil` samples only threads holding the GIL, which leaves such waits out.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ def main() -> None:
     p.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
     p.add_argument("--connections", type=int, default=16)
     p.add_argument("--top", type=int, default=12)
+    p.add_argument("--gil", action="store_true", help="sample only threads holding the GIL (py-spy --gil)")
     p.add_argument("--out", type=Path, help="keep the raw stacks here (default: a temporary directory)")
     a = p.parse_args()
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
@@ -133,6 +136,7 @@ def main() -> None:
                     str(target),
                     "-o",
                     str(out / f"{name.split()[0]}.txt"),
+                    *(["--gil"] if a.gil else []),
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
