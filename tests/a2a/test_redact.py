@@ -192,3 +192,11 @@ def test_log_redactor_cleans_every_record() -> None:
     assert f"plain http://h/{REDACTED} [REDACTED] ok" in log and "ValueError" in log
     host = "server connect my-agent-service.production-ns.svc-cluster-local:443"
     assert Redaction().log_text(host) == host
+
+
+@given(st.text(alphabet=st.sampled_from(list("eyJskpr_-ghoustbAKIAza.XYZ0123456789abcdefghijklmnop:/ ")), max_size=120))
+def test_the_fast_pre_check_never_misses_a_shape(text: str) -> None:
+    from converse_tap.a2a.redact import _SHAPES, may_hold_shape
+
+    if _SHAPES.search(text):
+        assert may_hold_shape(text)

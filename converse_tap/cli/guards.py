@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
-    from .analysis.load import Window
+    from ..analysis.load import Window
 
 
 class UsageError(click.ClickException):
@@ -23,8 +23,8 @@ def check_source(dataset: Path, window: Window, memory_limit: str | None = None)
     """Exit 2 when `dataset` is not a dataset, or when --agent names an agent the dataset never saw."""
     import duckdb
 
-    from .analysis.agents import dataset_agents
-    from .store.files import is_dataset
+    from ..analysis.agents import dataset_agents
+    from ..store.files import is_dataset
 
     if not is_dataset(dataset):
         raise UsageError(
@@ -74,7 +74,7 @@ def check_output(output: Path) -> None:
 def write_output(output: Path, text: str) -> None:
     """Write a report to -o, making its missing directories."""
     try:
-        from .store.files import make_dir, write_private
+        from ..store.files import make_dir, write_private
 
         make_dir(output.parent)  # owner-only, as the dataset: a report may quote message text
         write_private(output, text)

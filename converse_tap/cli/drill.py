@@ -1,5 +1,5 @@
 """Drill-down commands (`sql`, `show`) and the check's examples and JUnit output: thin, over analysis/drill.py,
-analysis/transcript.py and analysis/junit.py. Registered onto the `cli` group at the end of cli.py."""
+analysis/transcript.py and analysis/junit.py. Registered onto the `cli` group in cli/__init__.py."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .cli import UsageError, _window, window_options
+from .common import UsageError, _window, window_options
 
 if TYPE_CHECKING:
-    from .analysis.engine import Engine
-    from .analysis.gate import Outcome
-    from .analysis.load import Window
+    from ..analysis.engine import Engine
+    from ..analysis.gate import Outcome
+    from ..analysis.load import Window
 
 SQL_FORMATS = ("table", "csv", "json", "jsonl")
 TABLE_ROWS = 1000  # rows a terminal table shows; --format csv/json/jsonl stream every row
@@ -24,8 +24,8 @@ TABLE_ROWS = 1000  # rows a terminal table shows; --format csv/json/jsonl stream
 def _open(dataset: Path, window: Window, memory_limit: str | None, facts: tuple[str, ...]) -> Engine:
     import duckdb
 
-    from .analysis.drill import open_views
-    from .analysis.engine import DEFAULT_MEMORY_LIMIT
+    from ..analysis.drill import open_views
+    from ..analysis.engine import DEFAULT_MEMORY_LIMIT
 
     try:
         return open_views(dataset, window, memory_limit or DEFAULT_MEMORY_LIMIT, facts)
@@ -63,8 +63,8 @@ def sql_command(
         converse-tap sql data/ "SELECT coverage, count(*) FROM turns GROUP BY ALL"
         converse-tap sql data/ "SELECT * FROM routine_instances WHERE outcome = 'abandoned'" --format csv
     """
-    from .analysis.drill import QueryError, check_read_only, facts_named, run_query, write_csv, write_json
-    from .analysis.drill import write_jsonl as jsonl
+    from ..analysis.drill import QueryError, check_read_only, facts_named, run_query, write_csv, write_json
+    from ..analysis.drill import write_jsonl as jsonl
 
     try:
         check_read_only(query)
@@ -89,14 +89,14 @@ def sql_command(
 
 
 def _views() -> tuple[str, ...]:
-    from .analysis.drill import VIEWS
+    from ..analysis.drill import VIEWS
 
     return VIEWS
 
 
 def _table(reader: Any, out: Any) -> None:
-    from .analysis.drill import cell, rows
-    from .analysis.render import table_lines, terminal_width
+    from ..analysis.drill import cell, rows
+    from ..analysis.render import table_lines, terminal_width
 
     cells: list[list[str]] = []
     more = False
@@ -131,7 +131,7 @@ def show(dataset: Path, conversation: str, fmt: str, text: str, memory_limit: st
     Example:
         converse-tap show data/ 5f0c2a9e-8d1b-4e0f-9a51-2c3d4e5f6a7b --format json
     """
-    from .analysis.transcript import UnknownConversation, transcript, transcript_text
+    from ..analysis.transcript import UnknownConversation, transcript, transcript_text
 
     engine = _open(dataset, _window((), None, None), memory_limit, ("replies",))
     try:
@@ -152,7 +152,7 @@ def check_examples(
     dataset: Path, window: Window, memory_limit: str | None, failed: list[Outcome], n: int = 5
 ) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """Up to `n` examples behind each failed threshold, keyed by (scope, metric)."""
-    from .analysis.drill import threshold_examples
+    from ..analysis.drill import threshold_examples
 
     if not failed:
         return {}

@@ -1,0 +1,228 @@
+"""Commands that put traffic into a dataset: record, ingest, recover, addon-path."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ..a2a.redact import TEXT_POLICIES, TextPolicy
+from ..textsafe import safe_line
+from .guards import (
+    UsageError,
+)
+
+if TYPE_CHECKING:  # the analysis imports pandas: only the commands that need it load it
+    pass
+from .base import cli
+
+
+@cli.command("addon-path")
+def addon_path() -> None:
+    """Print the path of the addon script for `mitmdump -s` / `mitmweb -s`.
+
+    \b
+    Example:
+        mitmdump -s "$(converse-tap addon-path)" --set converse_tap_dir=data/
+    """
+    from ..addon import mitmdump_script
+
+    click.echo(Path(mitmdump_script.__file__).resolve())
+
+
+@cli.command()
+@click.option("--out", "out", default="converse-tap-data", show_default=True, help="Dataset directory.")
+@click.option("--listen-host", default="127.0.0.1", show_default=True, help="Address the proxy listens on.")
+@click.option("--listen-port", default=8080, show_default=True, type=int, help="Port (0 picks a free one).")
+@click.option(
+    "--mode",
+    "modes",
+    multiple=True,
+    help="mitmproxy mode, e.g. regular (default) or reverse:http://127.0.0.1:9999 in front of one agent.",
+)
+@click.option(
+    "--text", type=click.Choice(TEXT_POLICIES), default="keep", show_default=True, help="Message text policy."
+)
+@click.option("--flush-interval", type=float, default=1.0, show_default=True, help="Seconds between journal flushes.")
+@click.option(
+    "--otlp-endpoint",
+    metavar="URL",
+    help="Send a span per A2A exchange to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318); otel extra.",
+)
+@click.option("--otlp-text", is_flag=True, help="Put message text into spans (only with --text keep).")
+@click.option(
+    "--metrics-listen", metavar="HOST:PORT", help="Serve Prometheus metrics at /metrics there (e.g. 127.0.0.1:9464)."
+)
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any mitmproxy option (repeatable).")
+def record(
+    out: str,
+    listen_host: str,
+    listen_port: int,
+    modes: tuple[str, ...],
+    text: str,
+    flush_interval: float,
+    otlp_endpoint: str | None,
+    otlp_text: bool,
+    metrics_listen: str | None,
+    sets: tuple[str, ...],
+) -> None:
+    """Run a recording proxy: A2A traffic through it lands in a Parquet dataset.
+
+    \b
+    Example:
+        converse-tap record --out data/ --listen-port 8080
+        HTTPS_PROXY=http://127.0.0.1:8080 my-a2a-client ...
+    Stop with Ctrl-C; everything recorded is flushed to Parquet.
+    """
+    from mitmproxy import exceptions
+
+    from ..record import ListenError
+    from ..store.files import TextPolicyConflict, check_writable, dataset_text_policy
+
+    for item in sets:
+        key, eq, _ = item.partition("=")
+        if not eq or not key.strip():
+            raise UsageError(f"--set takes KEY=VALUE, not {item!r} (e.g. --set ssl_insecure=true)")
+    root = Path(out)
+    created = not root.exists()
+    try:
+        check_writable(root)
+        recorded = dataset_text_policy(root)
+    except OSError as e:
+        raise UsageError(f"cannot write the dataset to --out {out}: {e}") from e
+    if recorded is not None and recorded != text:
+        raise UsageError(str(TextPolicyConflict(root, recorded, text)))
+    settings = {
+        "converse_tap_dir": out,
+        "converse_tap_text": text,
+        "converse_tap_flush_interval": str(flush_interval),
+        "listen_host": listen_host,
+        "listen_port": listen_port,
+        "converse_tap_otlp_endpoint": otlp_endpoint or "",
+        "converse_tap_otlp_text": otlp_text,
+        "converse_tap_metrics_listen": metrics_listen or "",
+    }
+    if modes:
+        settings["mode"] = list(modes)
+    try:
+        _run_recorder(settings, sets, root if created else None)
+    except TextPolicyConflict as e:
+        raise UsageError(str(e)) from e
+    except ListenError as e:
+        hint = "choose another --listen-port (0 picks a free one)" if e.in_use else "check --listen-host, --listen-port"
+        raise UsageError(f"the proxy cannot listen: {e.reason}; {hint}") from e
+    except exceptions.OptionsError as e:
+        message = str(e)
+        if message.startswith("unknown option"):
+            message += " (--set takes mitmproxy's options, listed by `mitmdump --options`, and converse_tap_*)"
+        raise UsageError(message) from e
+
+
+def _run_recorder(settings: dict[str, Any], sets: tuple[str, ...], created: Path | None) -> None:
+    """Run the proxy; a start-up that fails leaves no empty dataset directory this command made."""
+    from ..record import run_proxy
+
+    try:
+        asyncio.run(run_proxy(settings, list(sets)))
+    except Exception:
+        if created is not None:
+            with contextlib.suppress(OSError):
+                created.rmdir()  # only when empty: nothing was recorded
+        raise
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Dataset directory."
+)
+@click.option(
+    "--text", type=click.Choice(TEXT_POLICIES), default="keep", show_default=True, help="Message text policy."
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    help="Processes sharing the input (above 8 MiB of it); default: one per CPU core.",
+)
+@click.option(
+    "--redact",
+    "redact",
+    multiple=True,
+    metavar="REGEX",
+    help="Also redact what this regular expression matches in every stored URL (its groups only, if it has any); "
+    "repeatable. Credentials in userinfo, JWTs, ;jsessionid= and secret query values are always redacted.",
+)
+def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None, redact: tuple[str, ...]) -> None:
+    """Import mitmproxy flow files (mitmdump -w) and HAR files into a dataset.
+
+    \b
+    Example:
+        converse-tap ingest capture.mitm browser.har --out data/
+    A damaged file is reported with its position; what came before the damage is kept (exit 1). Exchanges
+    already in the dataset are skipped. A progress bar shows on a terminal.
+    """
+    from ..a2a.redact import Redaction
+    from ..ingest import NOT_A_CAPTURE, IngestError, forget_dataset, kind, report_lines, without_pandas
+    from ..ingest import ingest as run_ingest
+    from ..progress import ProgressBar
+    from ..store.files import TextPolicyConflict, check_writable, claim_text_policy, dataset_salt
+
+    try:
+        redaction = Redaction.from_patterns(redact)
+    except ValueError as e:
+        raise UsageError(f"--redact: {e}") from e
+    unreadable: list[IngestError] = []
+    for path in files:
+        try:
+            kind(path)
+        except IngestError as e:
+            unreadable.append(e)
+    if len(unreadable) == len(files):  # nothing to read: nothing is created
+        for err in unreadable:
+            click.echo(safe_line(redaction.log_text(f"Error: {err}")), err=True)
+        sys.exit(2)
+    existed = out.exists()
+    try:
+        check_writable(out)
+        claim_text_policy(out, text)
+        policy = TextPolicy(text, dataset_salt(out) if text == "hash" else b"")
+    except TextPolicyConflict as e:
+        raise UsageError(str(e)) from e
+    except OSError as e:
+        raise click.ClickException(f"cannot write the dataset to {out}: {e}") from e
+    bar = ProgressBar.on_terminal(sys.stderr)
+    try:
+        with without_pandas():
+            result = run_ingest(
+                list(files), out, policy, progress=bar, jobs=jobs or min(os.cpu_count() or 1, 8), redaction=redaction
+            )
+    finally:
+        if bar is not None:
+            bar.close()
+    if not existed and result.exchanges == 0 and not result.write_error:
+        forget_dataset(out)  # nothing was read into it: leave nothing behind
+    for level, line in report_lines(result, out):
+        prefix = "Error: " if level == "error" else "Warning: " if level == "warning" else ""
+        click.echo(safe_line(redaction.log_text(prefix + line)), err=True)
+    if result.errors and all(e.reason.endswith(NOT_A_CAPTURE) for e in result.errors) and result.flows == 0:
+        sys.exit(2)
+    if result.errors or result.write_error or result.interrupted:
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def recover(dataset: Path) -> None:
+    """Roll journals left by a proxy that died into Parquet files.
+
+    The proxy does this itself when it starts again; this command is for datasets you only read.
+    """
+    from ..store.writer import recover as run_recover
+
+    counts = run_recover(dataset)
+    click.echo(", ".join(f"{n} {table} rows" for table, n in counts.items()) + " recovered", err=True)

@@ -1,0 +1,66 @@
+"""`converse-tap export`: recorded exchanges into an observability stack."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from .guards import (
+    UsageError,
+)
+
+if TYPE_CHECKING:  # the analysis imports pandas: only the commands that need it load it
+    pass
+from .base import cli
+from .common import _window
+
+
+@cli.group()
+def export() -> None:
+    """Send recorded exchanges into an observability stack."""
+
+
+@export.command("otlp")
+@click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--endpoint", required=True, metavar="URL", help="OTLP/HTTP collector, e.g. http://127.0.0.1:4318.")
+@click.option("--agent", "agents", multiple=True, help="Only these agents (repeatable).")
+@click.option("--since", help="Only exchanges started at or after this UTC date/time (ISO 8601).")
+@click.option("--until", help="Only exchanges started before this UTC date/time; a bare date includes that day.")
+@click.option("--text", "text", is_flag=True, help="Put message text into spans (when the dataset kept it).")
+def export_otlp(
+    dataset: Path, endpoint: str, agents: tuple[str, ...], since: str | None, until: str | None, text: bool
+) -> None:
+    """Send one span per recorded exchange, with its original times, to an OTLP/HTTP collector.
+
+    \b
+    Example (backfill a capture or an ingested HAR into Tempo, Jaeger, ...):
+        converse-tap export otlp data/ --endpoint http://127.0.0.1:4318 --since 2026-12-01
+    Exits 1 when the collector did not accept every span.
+    """
+    from ..export.backfill import export_otlp as run_export
+    from ..export.live import check_endpoint
+
+    why = check_endpoint(endpoint)
+    if why is not None:
+        raise UsageError(why)
+    window = _window(agents, since, until)
+    try:
+        result = run_export(dataset, endpoint, window.since, window.until, tuple(agents), text)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot read the dataset {dataset}: {e}") from e
+    if result.exchanges == 0:
+        raise UsageError(f"no exchanges in {dataset} match; nothing was sent (check --since/--until/--agent)")
+    click.echo(
+        f"{result.exported} of {result.exchanges} exchange spans accepted by {endpoint}"
+        + (
+            f"; {result.failed} refused or unanswered, {result.dropped} not sent"
+            if result.exported < result.exchanges
+            else ""
+        ),
+        err=True,
+    )
+    if result.exported < result.exchanges:
+        sys.exit(1)
