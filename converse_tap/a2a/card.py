@@ -104,7 +104,7 @@ def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
     if decl is None:
         return out
     out["converse_declared"] = True
-    required = decl.get("required")
+    required = decl.get("required", False)  # A2A's AgentExtension: `required` defaults to false
     out["converse_required"] = required if isinstance(required, bool) else None
     if required is True:
         anomalies.append("card_converse_required_true")

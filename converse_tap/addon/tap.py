@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,8 @@ from mitmproxy import ctx, exceptions, http
 from mitmproxy.proxy.mode_specs import ReverseMode
 
 from ..a2a.classify import maybe_a2a
-from ..a2a.redact import TEXT_POLICIES
-from ..store.files import check_writable, dataset_salt
+from ..a2a.redact import TEXT_POLICIES, Redaction
+from ..store.files import TextPolicyConflict, check_writable, claim_text_policy, dataset_salt
 from .channel import Channel
 from .flows import PREFIX
 from .summary import SUMMARY_LEVELS
@@ -99,6 +100,14 @@ class ConverseTap:
             "are dropped and counted, traffic is never slowed.",
         )
         loader.add_option(
+            "converse_tap_redact",
+            Sequence[str],
+            [],
+            "Regular expressions whose matches (their groups, if they have any) are redacted in every stored URL, "
+            "card URL and error text, besides the credential shapes always redacted (userinfo, JWTs, "
+            ";jsessionid=, secret query values). Repeatable.",
+        )
+        loader.add_option(
             "converse_tap_summary",
             str,
             "exchanges",
@@ -136,6 +145,10 @@ class ConverseTap:
         ):
             if getattr(opts, name) < least:
                 raise exceptions.OptionsError(f"{name} must be at least {least}")
+        try:
+            Redaction.from_patterns(opts.converse_tap_redact)
+        except ValueError as e:
+            raise exceptions.OptionsError(f"converse_tap_redact: {e}") from e
         self.max_body = opts.converse_tap_max_body
         if self.channel is None or any(k.startswith("converse_tap_") for k in updated):
             root = Path(opts.converse_tap_dir)
@@ -148,13 +161,19 @@ class ConverseTap:
                 "max_body": opts.converse_tap_max_body,
                 "max_events": opts.converse_tap_max_stream_events,
                 "summary": opts.converse_tap_summary,
+                "redact": list(opts.converse_tap_redact),
             }
             self._open(root, config, opts.converse_tap_backlog)
 
     def _open(self, root: Path, config: dict[str, Any], backlog: int) -> None:
         try:
             check_writable(root)
+            claim_text_policy(root, config["text"])
             config["salt"] = dataset_salt(root).hex() if config["text"] == "hash" else ""
+        except TextPolicyConflict as e:
+            raise exceptions.OptionsError(
+                f"converse-tap: {e}".replace("use --text", "use --set converse_tap_text=")
+            ) from e
         except OSError as e:
             raise exceptions.OptionsError(
                 f"converse-tap cannot write its dataset to {root}: {e}. "

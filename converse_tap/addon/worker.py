@@ -3,7 +3,7 @@
 `python -m converse_tap.addon.worker`, started by the addon (channel.py) with a pipe on stdin. Everything that
 costs CPU or memory in proportion to what the wire says — decompression, SSE splitting, JSON, the envelope,
 Arrow and Parquet — happens here, so that none of it can slow, grow or stop the proxy. Summary lines go to
-stdout, which it shares with mitmproxy's own log.
+stderr, which it shares with mitmproxy: chatter, never mixed into what a command prints as data.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from ..a2a.exchange import HttpExchange
 from ..a2a.extract import Extraction, Extractor, failed_extraction
 from ..a2a.headers import Headers
 from ..a2a.inflate import Inflater, TooLarge, decoded_prefix
-from ..a2a.redact import TextPolicy
+from ..a2a.redact import Redaction, TextPolicy, install_log_redactor
 from ..a2a.sse import SseParser
 from ..store.writer import DatasetWriter, recover
 from .flows import PREFIX, _addr, _body
@@ -63,6 +63,8 @@ class Worker:
         self.max_events: int = config["max_events"]
         self.summary: str = config["summary"]
         self.policy = TextPolicy(config["text"], bytes.fromhex(config["salt"]))
+        self.redaction = Redaction.from_patterns(config.get("redact") or None)
+        install_log_redactor(redaction=self.redaction)
         self.root = Path(config["dir"])
         recovered = recover(self.root)
         if any(recovered.values()):
@@ -146,17 +148,17 @@ class Worker:
         return ex
 
     def _extract_whole(self, ex: HttpExchange) -> Extraction | None:
-        extractor = Extractor.start(ex, self.policy)
+        extractor = Extractor.start(ex, self.policy, redaction=self.redaction)
         return extractor.finish() if extractor is not None else None
 
     def _open(self, fid: str, req: tuple[Any, ...], resp_head: tuple[Any, ...]) -> None:
         ex = self._exchange(fid, req, resp_head, None)
         ex.sse_events = []  # tapped live: events go to the extractor as they come and are not kept
         try:
-            extractor = Extractor.start(ex, self.policy)
+            extractor = Extractor.start(ex, self.policy, redaction=self.redaction)
         except Exception as e:
             error = e
-            self._submit(ex, lambda: failed_extraction(ex, error))
+            self._submit(ex, lambda: failed_extraction(ex, error, self.redaction))
             return
         if extractor is None:
             return
@@ -229,7 +231,7 @@ class Worker:
                 self.failures += 1
                 if self.failures == 1:
                     log.exception("converse-tap: extraction failed on %s (logged once)", ex.id)
-                return failed_extraction(ex, e)
+                return failed_extraction(ex, e, self.redaction)
             if reverse and ext is not None and ext.agent_cards:
                 self._check_card(ext)
             return ext
@@ -240,7 +242,7 @@ class Worker:
         self.replies += ext.exchange["replies"]
         self.anomalies += len(ext.exchange["anomalies"]) + sum(len(m["anomalies"]) for m in ext.messages)
         for line in summary_lines(ext, self.summary):
-            print(line, flush=True)
+            print(line, file=sys.stderr, flush=True)
 
     def _check_card(self, ext: Extraction) -> None:
         """A card fetched through a reverse-mode recorder that sends clients straight to the agent: say so, once
@@ -277,6 +279,7 @@ class Worker:
             f"counts them need `converse-tap report`), {self.anomalies} anomalies, "
             f"rows written "
             f"{s.rows_written}, {s.rows_dropped} dropped, {self.failures} extraction failures",
+            file=sys.stderr,
             flush=True,
         )
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..textsafe import safe_line
 from .charts import report_charts
-from .tables import Link, Section, Table, report_sections
+from .tables import Link, Section, Table, measured, report_sections
 
 
 def _cell(v: Any) -> str:
@@ -173,10 +173,18 @@ def to_html(report: dict[str, Any]) -> str:
     """One file, no external resources: tables plus inline SVG charts, the data as a JSON island.
 
     Every value is escaped for where it lands (text, attribute); links only to http(s); a Content-Security-Policy
-    lets no script run but the report's own.
+    lets no script run but the report's own. A report that measured nothing is a short page: what was read, why
+    nothing was measured, and the cards if any were seen, not a page of zero tables.
     """
-    charts = report_charts(report)
-    body = "\n".join(_html_section(s, charts) for s in report_sections(report))
+    sections = report_sections(report)
+    if measured(report):
+        charts = report_charts(report)
+    else:
+        charts = {}
+        keep = {"Dataset", "Conformance"} if report["conformance"]["agent_cards"] else {"Dataset"}
+        sections = [s for s in sections if s.title in keep]
+        sections[0].lines.insert(0, "Nothing measured: no A2A message in this dataset or window.")
+    body = "\n".join(_html_section(s, charts) for s in sections)
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         f'<meta http-equiv="Content-Security-Policy" content="{html.escape(CSP, quote=True)}">'

@@ -47,6 +47,11 @@ def num(value: Any) -> str:
     return str(value)
 
 
+def measured(report: dict[str, Any]) -> bool:
+    """Whether the report rests on anything: at least one A2A message sighted in its window."""
+    return bool(report["dataset"]["agent_message_sightings"])
+
+
 def report_sections(report: dict[str, Any]) -> list[Section]:
     ds, cov, auth, rout = report["dataset"], report["coverage"], report["authors"], report["routines"]
     inv, cit, conf = report["invocations"], report["citations"], report["conformance"]

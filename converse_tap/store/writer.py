@@ -82,8 +82,9 @@ class DatasetWriter:
     `submit` is safe from any thread, never blocks and never wakes the worker: the worker thread wakes every
     `flush_interval` seconds, runs the extraction jobs queued since, appends their rows to the journals, and
     rolls the journals into Parquet
-    every `rollover_rows` rows or `rollover_seconds`. When the disk fails, rows wait in memory (at most
-    `max_pending_rows`; beyond that they are counted as dropped) and are retried every flush interval.
+    every `rollover_rows` rows, `rollover_bytes` bytes of journal (when given) or `rollover_seconds`.
+    When the disk fails, rows wait in memory (at most `max_pending_rows`; beyond that they are counted as
+    dropped) and are retried every flush interval.
     """
 
     def __init__(
@@ -94,11 +95,13 @@ class DatasetWriter:
         rollover_seconds: float = 300.0,
         max_pending_rows: int = 500_000,
         on_rows: Callable[[Extraction], None] | None = None,
+        rollover_bytes: int | None = None,
     ) -> None:
         self.root = Path(root)
         self.flush_interval = flush_interval
         self.rollover_rows = rollover_rows
         self.rollover_seconds = rollover_seconds
+        self.rollover_bytes = rollover_bytes  # of journals: what a roll-over reads back into memory
         self.max_pending_rows = max_pending_rows
         self.on_rows = on_rows
         self.id = writer_id()
@@ -174,7 +177,7 @@ class DatasetWriter:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
-        if not any(self._pending.values()):
+        if not any(self._pending.values()) and not any(self._journal_files.values()):  # else: for `recover`
             shutil.rmtree(self.dir, ignore_errors=True)
             with contextlib.suppress(OSError):  # only when no other writer shares the dataset
                 self.dir.parent.rmdir()
@@ -333,6 +336,9 @@ class DatasetWriter:
 
     def _rollover_due(self) -> bool:
         rows = sum(j.rows for j in self._journals.values())
+        journal_bytes = sum(j.file.tell() for j in self._journals.values()) if self.rollover_bytes else 0
+        if rows > 0 and self.rollover_bytes and journal_bytes >= self.rollover_bytes:
+            return True
         return rows >= self.rollover_rows or (rows > 0 and time.monotonic() - self._last_roll >= self.rollover_seconds)
 
     def _rollover(self) -> None:

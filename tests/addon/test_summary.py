@@ -44,7 +44,7 @@ def test_anomalies_are_counted_in_the_line() -> None:
 
 
 def test_addon_prints_lines_for_a2a_only(tap, capfd) -> None:
-    """The recording worker prints the lines on the stdout it shares with mitmproxy's own log."""
+    """The recording worker prints the lines on the stderr it shares with mitmproxy (stdout stays for data)."""
     addon, tctx, _ = tap
     tctx.configure(addon, converse_tap_summary="off")  # each change starts a new worker: this one
     tctx.configure(addon, converse_tap_summary="exchanges")  # is started while capfd listens
@@ -53,7 +53,7 @@ def test_addon_prints_lines_for_a2a_only(tap, capfd) -> None:
         addon.responseheaders(flow)
         addon.response(flow)
     addon.done()
-    out = capfd.readouterr().out
+    out = capfd.readouterr().err
     lines = [line for line in out.splitlines() if line.startswith("A2A ")]
     assert lines == ["A2A agent.test:9000/a2a/jsonrpc SendMessage [jsonrpc v1.0] 200 | answered | by agent"]
     assert "converse-tap: 1 A2A exchanges, 1 envelope sightings" in out

@@ -232,5 +232,6 @@ def test_report_files_are_owner_only(hostile: Path, tmp_path: Path, fmt: str) ->
 
 
 def test_report_file_that_cannot_be_written_is_a_clear_error(hostile: Path, tmp_path: Path) -> None:
-    r = CliRunner().invoke(cli, ["report", str(hostile), "-o", str(tmp_path / "missing" / "r.txt")])
-    assert r.exit_code == 2 and "cannot write the report to" in r.stderr and "Traceback" not in r.output
+    (tmp_path / "a-file").write_text("x")  # a missing directory is created; a parent that is a file cannot be
+    r = CliRunner().invoke(cli, ["report", str(hostile), "-o", str(tmp_path / "a-file" / "r.txt")])
+    assert r.exit_code == 2 and "a-file" in r.stderr and "Traceback" not in r.output

@@ -198,9 +198,6 @@ def test_no_credential_shape_survives(tmp_path: Path, tmp_path_factory: pytest.T
         assert any("tenant=tenant-[REDACTED]" in u for u in load(offline, "exchanges")["url"])
 
 
-@pytest.mark.xfail(
-    raises=AssertionError, reason="the converse_tap_redact option is wired into the addon by the lead (issue 13)"
-)
 def test_operator_pattern_applies_live(tmp_path: Path) -> None:
     out = tmp_path / "data"
     with (
