@@ -533,7 +533,8 @@ class _Ctx:
         env = flatten_envelope(raw, anomalies) if present else empty_envelope()
         for c in env.get("citations") or []:
             c["source_url"] = self.redaction.maybe_url(c["source_url"])
-        if env.get("envelope_json") is not None:
+        stored = env.get("envelope_json")
+        if stored is not None and (self.redaction.patterns or "://" in stored):  # else there is nothing to redact
             env["envelope_json"] = redact_card_json(raw, self.redaction)
         if (
             not present

@@ -8,6 +8,7 @@ import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -18,35 +19,19 @@ SECRET_NAME = re.compile(
     re.IGNORECASE,
 )
 _B64 = r"[A-Za-z0-9_-]"
-# credential shapes wherever they sit in a URL (path segments, query values):
-# a JWS/JWE (header is base64url JSON, so it starts "eyJ"), any three long base64url segments joined by dots
-# (the first with a capital letter: host names are written in lower case), and the prefixes of well-known API keys
+# credential shapes wherever they sit in a URL (path segments, query values) or a string of a stored document:
+# a JWS/JWE (header is base64url JSON, so it starts "eyJ") and the prefixes of well-known API keys; and (in
+# `_shape`) three base64url runs of 12+ characters joined by dots, the first with a capital letter (host names
+# are written in lower case)
 _SHAPES = re.compile(
-    rf"eyJ{_B64}*(?:\.{_B64}*){{2,4}}"
-    rf"|(?<![A-Za-z0-9_.-])(?={_B64}*[A-Z]){_B64}{{12,}}\.{_B64}{{12,}}\.{_B64}{{12,}}(?![A-Za-z0-9_.-])"
+    rf"(?<![A-Za-z0-9_-])eyJ{_B64}*(?:\.{_B64}*){{2,4}}"
     r"|\b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{12,}|\bsk-[A-Za-z0-9_-]{16,}"
     r"|\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}|\bglpat-[A-Za-z0-9_-]{16,}"
     r"|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bAKIA[0-9A-Z]{16}\b|\bAIza[0-9A-Za-z_-]{35}"
 )
-# what every alternative of _SHAPES must contain: checked with substring search first, so that the common text (no
-# credential) costs a few C-level scans instead of the full pattern (about 150 µs on a 500-byte envelope)
-_SHAPE_LITERALS = ("eyJ", "sk_", "pk_", "rk_", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-")
-_SHAPE_LITERALS += ("xoxa-", "xoxb-", "xoxp-", "xoxr-", "xoxs-", "AKIA", "AIza")
-_SHAPE_HINT = re.compile("|".join(map(re.escape, _SHAPE_LITERALS)))
-_DOTTED = re.compile(rf"{_B64}{{12,}}\.{_B64}{{12,}}\.{_B64}{{12,}}")  # a superset of the three-segment shape
-
-
-def may_hold_shape(text: str) -> bool:
-    """False only when `_SHAPES` surely finds nothing in `text` (a fast pre-check, never a false negative)."""
-    if _SHAPE_HINT.search(text) is not None:
-        return True
-    return text.count(".") >= 2 and _DOTTED.search(text) is not None
-
-
-def _shapes(text: str) -> str:
-    return _SHAPES.sub(REDACTED, text) if may_hold_shape(text) else text
-
-
+_SHAPE_HINTS = ("eyJ", "sk", "pk_", "rk_", "gh", "github_pat_", "glpat-", "xox", "AKIA", "AIza")
+# every shape is a run of these characters at least this long: text without such a run is let through at once
+_CANDIDATE = re.compile(r"[A-Za-z0-9_.-]{14,}")
 # `;name=value` path parameters (`;jsessionid=...`): the value of a secret-looking name
 _PATH_PARAM = re.compile(r";([^;/=?#]*)=([^;/?#]*)")
 # userinfo in a URL inside free text (a log line): `scheme://user:pw@host` -> `scheme://host`
@@ -58,25 +43,43 @@ def is_secret_name(name: str) -> bool:
     return bool(SECRET_NAME.search(name))
 
 
+def _shape(m: re.Match[str]) -> str:
+    """One run of token characters, with the shapes in it replaced (cheap tests first: runs are mostly words)."""
+    token = m.group()
+    if token.count(".") == 2:
+        segments = token.split(".")
+        if all(len(x) >= 12 for x in segments) and any(c.isupper() for c in segments[0]):
+            return REDACTED
+    return _SHAPES.sub(REDACTED, token) if any(h in token for h in _SHAPE_HINTS) else token
+
+
+def redact_shapes(text: str) -> str:
+    """Credential shapes (JWTs, long dotted tokens, API-key prefixes) anywhere in `text` replaced."""
+    return _CANDIDATE.sub(_shape, text) if _CANDIDATE.search(text) else text
+
+
 def _path(path: str) -> str:
     def param(m: re.Match[str]) -> str:
         return f";{m.group(1)}={REDACTED}" if is_secret_name(m.group(1)) else m.group(0)
 
-    return _shapes(_PATH_PARAM.sub(param, path) if ";" in path else path)
+    return redact_shapes(_PATH_PARAM.sub(param, path) if ";" in path else path)
 
 
+@lru_cache(maxsize=4096)  # the same agent URLs come back exchange after exchange
 def _builtin(url: str) -> str:
+    if not any(c in url for c in "@;?#") and not _CANDIDATE.search(url):
+        return url  # no userinfo, parameters, query, fragment or shape: nothing to take out
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018  (raises on a malformed port, like an unparseable netloc)
     except ValueError:  # not a URL urlsplit can take apart: strip what looks like userinfo and shapes
-        return _SHAPES.sub(REDACTED, _TEXT_USERINFO.sub(r"\1", url))
+        return redact_shapes(_TEXT_USERINFO.sub(r"\1", url))
     netloc = parts.netloc.rpartition("@")[2]
     query = parts.query
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
         query = urlencode(
-            [(_shapes(k), REDACTED if is_secret_name(k) else _shapes(v)) for k, v in pairs],
+            [(redact_shapes(k), REDACTED if is_secret_name(k) else redact_shapes(v)) for k, v in pairs],
             safe="[]:/",
         )
     return urlunsplit((parts.scheme, netloc, _path(parts.path), query, ""))
@@ -126,8 +129,9 @@ class Redaction:
 
     def log_text(self, text: str) -> str:
         """Free text such as a log line: every URL in it redacted, userinfo anywhere dropped, shapes replaced."""
-        text = _TEXT_URL.sub(lambda m: self.url(m.group(0)), text)
-        return self.text(_SHAPES.sub(REDACTED, _TEXT_USERINFO.sub(r"\1", text)))
+        if "://" in text:
+            text = _TEXT_USERINFO.sub(r"\1", _TEXT_URL.sub(lambda m: self.url(m.group(0)), text))
+        return self.text(redact_shapes(text))
 
     def json_urls(self, value: Any) -> Any:
         """A copy of a JSON value with every string (keys too) redacted as free text (for a stored agent card)."""
@@ -168,9 +172,10 @@ def redact_url(url: str, redaction: Redaction = NO_OPERATOR_PATTERNS) -> str:
 
 
 def redact_card_json(card: Any, redaction: Redaction = NO_OPERATOR_PATTERNS) -> str:
-    """A JSON document (a card, an envelope) as stored: every string in it redacted as free text."""
+    """A JSON document (a card, an envelope) as stored: every string in it redacted as free text when the
+    document holds a URL (or the operator has patterns)."""
     text = json.dumps(card, sort_keys=True, ensure_ascii=False, default=str)
-    if not redaction.patterns and "://" not in text and not may_hold_shape(text):
+    if not redaction.patterns and "://" not in text:
         return text  # the common case, without walking the document
     return json.dumps(redaction.json_urls(card), sort_keys=True, ensure_ascii=False, default=str)
 
