@@ -251,6 +251,7 @@ class Engine:
         con = duckdb.connect(config={"temp_directory": spill})
         con.execute("SET TimeZone = 'UTC'")
         con.execute("SET preserve_insertion_order = false")
+        con.execute("SET enable_progress_bar = false")  # never drawn into a report written to stdout
         if memory_limit:
             con.execute(f"SET memory_limit = {_quote(memory_limit)}")
         if threads:
