@@ -129,3 +129,23 @@ def a2a_flow(
             content=response,
         )
     return tflow.tflow(req=req, resp=resp, err=err)
+
+
+def grpc_frame(message: Any) -> bytes:
+    """One length-prefixed gRPC message (uncompressed) from a protobuf message."""
+    data = message.SerializeToString()
+    return b"\0" + len(data).to_bytes(4, "big") + data
+
+
+def grpc_flow(method: str, request: Any, response_body: bytes = b"", package: str = "lf.a2a.v1") -> http.HTTPFlow:
+    """An HTTP/2 gRPC call to `/<package>.A2AService/<method>` carrying `request` (a protobuf message)."""
+    f = tflow.tflow(resp=True)
+    f.request.url = f"https://agent.test/{package}.A2AService/{method}"
+    f.request.method = "POST"
+    f.request.http_version = f.response.http_version = "HTTP/2.0"
+    f.request.headers = http.Headers(content_type="application/grpc", te="trailers")
+    f.request.headers["a2a-extensions"] = EXT
+    f.request.content = grpc_frame(request)
+    f.response.headers = http.Headers(content_type="application/grpc")
+    f.response.content = response_body
+    return f

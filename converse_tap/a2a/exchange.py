@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .grpc_frames import GrpcFrame
 from .headers import Headers
 from .sse import SseEvent
 
@@ -22,6 +23,8 @@ class HttpExchange:
     response_body: bytes | None = None  # content-decoded; None when the body was streamed past us
     sse_events: list[SseEvent] | None = None  # events tapped from a live stream, in order
     sse_comments: int = 0
+    grpc_frames: list[GrpcFrame] | None = None  # gRPC messages tapped from a live response, in order
+    response_trailers: Headers | None = None  # HTTP/2 trailers (gRPC: grpc-status, grpc-message)
     ts_start: float | None = None
     ts_first_byte: float | None = None
     ts_end: float | None = None

@@ -14,6 +14,8 @@ from mitmproxy.contentviews import Contentview, Metadata
 
 from ..a2a.classify import classify
 from ..a2a.envelope import find_envelope, flatten_envelope
+from ..a2a.grpc import classify_grpc, decode, is_grpc
+from ..a2a.grpc_frames import parse_frames
 from ..a2a.headers import Headers
 from ..a2a.objects import Walk, extensions_of, get, normalise_role, parts_of, text_of, walk_result
 from ..a2a.sse import parse_sse
@@ -101,6 +103,38 @@ def render(doc: Any, label: str) -> list[str]:
     return out
 
 
+def _grpc_lines(data: bytes, metadata: Metadata) -> list[str]:
+    """Each length-prefixed message decoded against the call's method, as the JSON bindings are shown."""
+    flow = metadata.flow
+    if not isinstance(flow, http.HTTPFlow):
+        raise ValueError("a gRPC body without its flow")
+    req = flow.request
+    call = classify_grpc(req.url, Headers(req.headers.items(multi=True)), None)
+    if call is None:
+        raise ValueError("not an A2A gRPC call")
+    direction = "request" if metadata.http_message is req else "response"
+    headers = metadata.http_message.headers if metadata.http_message is not None else req.headers
+    frames, notes = parse_frames(data, encoding=headers.get("grpc-encoding", ""))
+    method = call.method_raw.rsplit("/", 1)[-1]
+    lines = [f"gRPC {call.dialect} {call.method}: {len(frames)} message(s)"]
+    for i, frame in enumerate(frames):
+        label = "request" if direction == "request" else (f"message {i}" if call.streaming else "response")
+        doc, note = (None, "too large") if frame.oversize else (None, frame.error) if frame.error else (None, None)
+        if note is None:
+            doc, note = decode(call.dialect, method, direction, frame.data)
+        if note is not None:
+            lines.append(f"{label}: ! {note} ({frame.length} bytes)")
+        elif direction == "request":
+            lines += render(doc, label) if isinstance(doc, dict) and "message" in doc else [f"{label}: {doc}"]
+        else:
+            lines += render(doc, label)
+    lines += [f"! {n}" for n in notes]
+    trailers = getattr(metadata.http_message, "trailers", None)
+    if direction == "response" and trailers:
+        lines.append(f"grpc-status {trailers.get('grpc-status')} {trailers.get('grpc-message', '')}".rstrip())
+    return lines
+
+
 class A2AContentview(Contentview):
     @property
     def name(self) -> str:
@@ -109,7 +143,9 @@ class A2AContentview(Contentview):
     def prettify(self, data: bytes, metadata: Metadata) -> str:
         ctype = (metadata.content_type or "").lower()
         lines: list[str] = []
-        if ctype.startswith("text/event-stream"):
+        if is_grpc(ctype):
+            lines += _grpc_lines(data, metadata)
+        elif ctype.startswith("text/event-stream"):
             events, _ = parse_sse(data)
             for i, ev in enumerate(events):
                 label = f"event {i}" + (f" ({ev.event})" if ev.event != "message" else "")

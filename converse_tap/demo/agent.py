@@ -110,7 +110,7 @@ class ConverseExecutor(AgentExecutor):
         await TaskUpdater(event_queue, context.task_id or "", context.context_id or "").cancel()
 
 
-def agent_card(base: str, agent_id: str, name: str) -> AgentCard:
+def agent_card(base: str, agent_id: str, name: str, grpc_target: str | None = None) -> AgentCard:
     ext = AgentExtension(
         uri=CONVERSE_URI,
         description="Radioso conversation extension. params.mcp names this agent's MCP endpoint and server card; "
@@ -132,16 +132,22 @@ def agent_card(base: str, agent_id: str, name: str) -> AgentCard:
     skills += [
         AgentSkill(id=r.tool, name=r.name, description=r.description, tags=["routine"]) for r in ROUTINES.values()
     ]
+    interfaces = [
+        AgentInterface(url=rpc, protocol_binding="JSONRPC", protocol_version="1.0"),
+        AgentInterface(url=rest, protocol_binding="HTTP+JSON", protocol_version="1.0"),
+        AgentInterface(url=rpc, protocol_binding="JSONRPC", protocol_version="0.3"),
+        AgentInterface(url=rest, protocol_binding="HTTP+JSON", protocol_version="0.3"),
+    ]
+    if grpc_target:  # one gRPC server per agent (GrpcAgentServer); the tenant names the agent (v1.0 only)
+        interfaces += [
+            AgentInterface(url=grpc_target, protocol_binding="GRPC", protocol_version="1.0", tenant=agent_id),
+            AgentInterface(url=grpc_target, protocol_binding="GRPC", protocol_version="0.3"),
+        ]
     return AgentCard(
         name=name,
         description=f"{name}: opening hours, allergens, bookings.",
         version="1.0.0",
-        supported_interfaces=[
-            AgentInterface(url=rpc, protocol_binding="JSONRPC", protocol_version="1.0"),
-            AgentInterface(url=rest, protocol_binding="HTTP+JSON", protocol_version="1.0"),
-            AgentInterface(url=rpc, protocol_binding="JSONRPC", protocol_version="0.3"),
-            AgentInterface(url=rest, protocol_binding="HTTP+JSON", protocol_version="0.3"),
-        ],
+        supported_interfaces=interfaces,
         capabilities=AgentCapabilities(
             streaming=True, push_notifications=False, extended_agent_card=False, extensions=[ext]
         ),
@@ -176,13 +182,14 @@ class EchoExtensions:
         await self.app(scope, receive, echo)
 
 
-def build_app(base: str) -> Starlette:
-    """Both demo agents on one server: cards at /agents/<id>/.well-known/agent-card.json."""
+def build_app(base: str, grpc_targets: dict[str, str] | None = None) -> Starlette:
+    """Both demo agents on one server: cards at /agents/<id>/.well-known/agent-card.json (listing a gRPC
+    interface for the agents in `grpc_targets`)."""
     cards: list[Any] = []
     rpc: list[Any] = []
     rest: list[Any] = []
     for agent_id, name in AGENTS.items():
-        card = agent_card(base, agent_id, name)
+        card = agent_card(base, agent_id, name, (grpc_targets or {}).get(agent_id))
         handler = DefaultRequestHandler(
             agent_executor=ConverseExecutor(), task_store=InMemoryTaskStore(), agent_card=card
         )
@@ -210,6 +217,7 @@ class AgentServer:
     server: Any = None
     task: asyncio.Task[None] | None = None
     sockets: list[Any] = field(default_factory=list)
+    grpc_targets: dict[str, str] | None = None  # agent id -> host:port of its GrpcAgentServer
 
     @property
     def base(self) -> str:
@@ -225,7 +233,9 @@ class AgentServer:
         sock.bind((self.host, self.port))
         self.port = sock.getsockname()[1]
         self.sockets = [sock]
-        config = uvicorn.Config(build_app(self.base), log_level="warning", lifespan="off", access_log=False)
+        config = uvicorn.Config(
+            build_app(self.base, self.grpc_targets), log_level="warning", lifespan="off", access_log=False
+        )
         self.server = uvicorn.Server(config)
         self.task = asyncio.create_task(self.server.serve(sockets=self.sockets))
         while not self.server.started:

@@ -62,3 +62,51 @@ def test_request_and_answered_reply_with_citations(captured: list[http.HTTPFlow]
     text = _render(last_rest, last_rest.response).text
     assert "coverage answered (sufficient_evidence, assessed)" in text
     assert "cites doc-parking Parking" in text
+
+
+def test_grpc_messages_are_shown_decoded(tmp_path) -> None:
+    import grpc
+
+    from converse_tap.a2a.constants import CONVERSE_URI
+    from tests.integration.grpc_procs import REQUEST, SERVICE, CannedGrpc, channel, proxy_options, raw_call
+
+    flows, conf = tmp_path / "flows.mitm", tmp_path / "conf"
+    ext = (("a2a-extensions", CONVERSE_URI),)
+
+    async def calls(up: CannedGrpc, proxy: str, ca: bytes) -> None:
+        chan = channel(up.target, ca, proxy)
+        try:
+            await raw_call(chan, "SendMessage", REQUEST, ext)
+            up.release.set()
+            stream = chan.unary_stream(f"/{SERVICE}/SendStreamingMessage")(REQUEST, metadata=ext)
+            assert len([m async for m in stream]) == 2 and await stream.code() == grpc.StatusCode.OK
+            await raw_call(chan, "GetTask", b"", ext)
+        finally:
+            await chan.close()
+
+    with (
+        CannedGrpc() as up,
+        mitmdump(tmp_path / "data", "-w", str(flows), "--set", "store_streamed_bodies=true", *proxy_options(conf)) as (
+            proxy,
+            _,
+        ),
+    ):
+        asyncio.run(calls(up, proxy, (conf / "mitmproxy-ca-cert.pem").read_bytes()))
+    with open(flows, "rb") as f:
+        captured = {
+            fl.request.path.rsplit("/", 1)[-1]: fl for fl in io.FlowReader(f).stream() if isinstance(fl, http.HTTPFlow)
+        }
+    unary = captured["SendMessage"]
+    request = _render(unary, unary.request)
+    assert request.view_name == "A2A converse"
+    assert "gRPC v1.0 SendMessage: 1 message(s)" in request.text and "user message u-1" in request.text
+    text = _render(unary, unary.response).text
+    assert (
+        "agent message a-1" in text and "Open 12-15." in text and "converse: author agent | coverage answered" in text
+    )
+    assert "grpc-status 0" in text
+    streamed = captured["SendStreamingMessage"]
+    text = _render(streamed, streamed.response).text
+    assert "message 0: statusUpdate task t-1 working" in text and "message 1: statusUpdate task t-1 completed" in text
+    failed = captured["GetTask"]  # a trailers-only answer: no body for a view to show, the status in the headers
+    assert failed.response.raw_content == b"" and failed.response.headers["grpc-status"] == "5"
