@@ -202,7 +202,9 @@ def _journaled(tables: list[pa.Table], table: str, columns: list[str], after: in
     schema = pa.schema([pa.field(c, _plain_type(TABLES[table].field(c).type)) for c in columns])
     out, positions = [], []
     for i, t in enumerate(tables):
-        out.append(t.select(columns).cast(schema))
+        have = set(t.column_names)  # a journal of an earlier version may lack columns: null, as in old files
+        arrays = [t[c] if c in have else pa.nulls(t.num_rows, f.type) for c, f in zip(columns, schema, strict=True)]
+        out.append(pa.Table.from_arrays(arrays, names=columns).cast(schema))
         positions.append(pa.array(((after + i) << 40) + np.arange(t.num_rows, dtype=np.int64)))
     return pa.concat_tables(out).append_column("pos", pa.chunked_array(positions, pa.int64()))
 
@@ -250,6 +252,7 @@ class Engine:
         con = duckdb.connect(config={"temp_directory": spill})
         con.execute("SET TimeZone = 'UTC'")
         con.execute("SET preserve_insertion_order = false")
+        con.execute("SET enable_progress_bar = false")  # never drawn into a report written to stdout
         if memory_limit:
             con.execute(f"SET memory_limit = {_quote(memory_limit)}")
         if threads:

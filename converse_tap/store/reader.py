@@ -40,10 +40,13 @@ def _plain(t: pa.DataType) -> pa.DataType:
 
 
 def _compatible(found: pa.DataType, expected: pa.DataType) -> bool:
-    found, expected = _plain(found), _plain(expected)
+    found = _plain(found)
     if pa.types.is_timestamp(found) and pa.types.is_timestamp(expected):
         return True  # any unit; DuckDB and pyarrow convert
     return found.equals(expected)
+
+
+_EXPECTED = {table: {f.name: _plain(f.type) for f in schema} for table, schema in TABLES.items()}
 
 
 def foreign_reason(path: str | Path, table: str) -> str | None:
@@ -54,14 +57,15 @@ def foreign_reason(path: str | Path, table: str) -> str | None:
         schema = pq.read_schema(path)
     except (OSError, pa.ArrowException):
         return "not a Parquet file"
-    expected = TABLES[table]
-    missing = [c for c in KEY_COLUMNS[table] if c not in schema.names]
+    expected = _EXPECTED[table]
+    names = set(schema.names)
+    missing = [c for c in KEY_COLUMNS[table] if c not in names]
     if missing:
         return f"Parquet of another schema (no {', '.join(missing)} column)"
     wrong = [
-        f"{f.name} is {f.type}, not {_plain(expected.field(f.name).type)}"
+        f"{f.name} is {f.type}, not {expected[f.name]}"
         for f in schema
-        if f.name in expected.names and not _compatible(f.type, expected.field(f.name).type)
+        if f.name in expected and not _compatible(f.type, expected[f.name])
     ]
     if wrong:
         return "wrong column types: " + "; ".join(wrong)
