@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 from .card import card_fields
 from .classify import A2ARequest, classify
-from .constants import CONVERSE_URI
+from .constants import CONVERSE_URI, TERMINAL_TASK_STATES
 from .envelope import empty_envelope, find_envelope, flatten_envelope
 from .exchange import HttpExchange
 from .grpc import DEFAULT_MAX, extract_grpc_response, request_params
@@ -216,6 +216,11 @@ def _finish(out: Extraction, walk: Walk, req: A2ARequest, confirmed: bool) -> Ex
     if not confirmed:
         return None
     row = out.exchange
+    kinds = walk.event_kinds
+    if not row["complete"] and row["error"] is not None and req.streaming and kinds:
+        # the client left once the stream's final event was in (the a2a-sdk client cancels after a Message):
+        # nothing of the exchange is missing, whatever reached the proxy first
+        row["complete"] = kinds[-1] == "message" or walk.task_state in TERMINAL_TASK_STATES
     row["anomalies"].extend(walk.anomalies)
     row["context_id"] = walk.context_id or row["context_id"]
     row["task_id"] = walk.task_id or row["task_id"]

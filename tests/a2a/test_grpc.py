@@ -314,3 +314,18 @@ def test_a_flow_saved_without_its_streamed_body_says_so() -> None:
     assert out is not None
     assert out.exchange["anomalies"] == ["grpc_body_not_stored"] and out.exchange["complete"]
     assert [m["direction"] for m in out.messages] == ["request"]
+
+
+def test_a_stream_the_client_cancelled_after_its_final_message_is_complete() -> None:
+    """The a2a-sdk client stops reading once a Message arrives and cancels the call: if its RST_STREAM reaches the
+    proxy before the agent's trailers, the flow ends in an error, but nothing of the exchange is missing."""
+    error = "client cancelled the stream"
+    reply = frame(pb.StreamResponse(message=_agent_message()).SerializeToString())
+    ex = _exchange("SendStreamingMessage", _send_request(), reply, trailers=[], error=error)
+    out = extract(ex, TextPolicy())
+    assert out is not None and out.exchange["complete"] and out.exchange["error"] == error
+    assert out.exchange["anomalies"] == [] and out.exchange["replies"] == 1
+    body = _stream_body()  # working, then completed: cut after `working`, the exchange is not whole
+    working = body[: 5 + int.from_bytes(body[1:5], "big")]
+    out = extract(_exchange("SendStreamingMessage", _send_request(), working, trailers=[], error=error), TextPolicy())
+    assert out is not None and out.exchange["complete"] is False and out.exchange["sse_events"] == 1
