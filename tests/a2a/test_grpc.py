@@ -6,7 +6,7 @@ import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as v03
 from a2a.types import a2a_pb2 as pb
 from google.rpc import error_details_pb2, status_pb2
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from converse_tap.a2a.classify import classify
@@ -42,6 +42,7 @@ def _split(body: bytes, cuts: list[int], max_bytes: int = 1 << 20, encoding: str
     return frames, parser
 
 
+@settings(deadline=None)  # correctness, not speed: a loaded machine must not fail it
 @given(st.lists(st.integers(min_value=0, max_value=10_000), max_size=40))
 def test_any_chunking_gives_the_same_messages(cuts: list[int]) -> None:
     frames, parser = _split(BODY, cuts)
@@ -49,6 +50,7 @@ def test_any_chunking_gives_the_same_messages(cuts: list[int]) -> None:
     assert parser.pending() == 0 and parser.malformed is None and parser.bytes == len(BODY)
 
 
+@settings(deadline=None)
 @given(st.lists(st.integers(min_value=0, max_value=10_000), max_size=20))
 def test_oversize_messages_are_skipped_whatever_the_chunking(cuts: list[int]) -> None:
     body = frame(b"a" * 10) + frame(b"b" * 100) + frame(b"c" * 10)
