@@ -1,17 +1,17 @@
-"""Analysis at scale: the full report over generated datasets, beside DuckDB SQL computing the three headline
-metrics (coverage distribution, author share, routine abandonment) over the same files.
+"""Analysis at scale: `converse-tap report --format json` over a generated dataset, beside its floor: one DuckDB
+scan of every column the report reads (the same files, memory limit and threads).
 
-    python -m benchmarks.bench_analysis --rows 1000000 [--rows 10000000] [--reps 3]
+    python -m benchmarks.bench_analysis --rows 10000000 [--rows 30000000] [--reps 3] [--keep DIR]
 
-Each measurement runs in a fresh process; wall time and peak RSS (VmHWM) are printed with the ratio.
-DuckDB is optional (pip install duckdb); without it only our figures are printed.
+Each measurement runs in a fresh process, the two interleaved; wall time (the process, start-up included) and peak
+RSS (the process's VmHWM) are printed as medians with the report/scan ratio. The dataset is generated in a child
+process, 10M rows per file, and kept in `--keep DIR/<rows>` for the next run when `--keep` is given.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -30,22 +30,28 @@ CONVERSATIONS_PER_AGENT = 2000
 STATUSES = np.array(["active", "waiting_for_input", "completed", "abandoned"])
 
 
-def generate(root: Path, rows: int, seed: int = 1) -> None:
-    """`rows` sightings of agent replies: a third are re-sightings (polls, history) of earlier replies."""
-    rng = np.random.default_rng(seed)
+CHUNK = 10_000_000  # rows per generated file
+
+
+def generate(root: Path, rows: int, seed: int = 1, part: int = 0) -> None:
+    """`rows` sightings of agent replies: a third are re-sightings (polls, history) of earlier replies. Part k of a
+    larger dataset holds messages of its own (ids and times after those of part k-1) in conversations shared by
+    all parts."""
+    rng = np.random.default_rng(seed + part)
     distinct = rows * 2 // 3
     conv = rng.integers(0, AGENTS * CONVERSATIONS_PER_AGENT, distinct)
-    ids = np.arange(distinct)
-    dup = rng.integers(0, distinct, rows - distinct)
+    ids = part * distinct + np.arange(distinct)
+    dup = part * distinct + rng.integers(0, distinct, rows - distinct)
     order_ids = np.concatenate([ids, dup])
     ts = np.concatenate([ids, dup + rng.integers(1, 1000, rows - distinct)]) * 1_000 + 1_795_000_000_000_000
-    conv_all = conv[order_ids]
+    conv_all = conv[order_ids - part * distinct]
     has_routine = (conv_all % 10) < 3
     status = np.where(has_routine, STATUSES[rng.choice(4, rows, p=[0.3, 0.4, 0.2, 0.1])], None)
-    cov_choice = rng.choice(4, distinct, p=[0.6, 0.2, 0.15, 0.05])[order_ids]
+    local = order_ids - part * distinct
+    cov_choice = rng.choice(4, distinct, p=[0.6, 0.2, 0.15, 0.05])[local]
     coverage = np.array(["answered", "partial", "unanswered", "unclear"])[cov_choice]
-    avail = np.where(rng.random(distinct)[order_ids] < 0.8, "assessed", "not_recorded")
-    author = np.where(rng.random(distinct)[order_ids] < 0.05, "human", "agent")
+    avail = np.where(rng.random(distinct)[local] < 0.8, "assessed", "not_recorded")
+    author = np.where(rng.random(distinct)[local] < 0.05, "human", "agent")
     pending = [
         [{"key": "date", "type": "string", "required": True, "description": "Which day?"}]
         if s == "waiting_for_input"
@@ -89,44 +95,41 @@ def generate(root: Path, rows: int, seed: int = 1) -> None:
     )
     table = table.cast(MESSAGES).replace_schema_metadata(with_version(MESSAGES).metadata)
     folder = root / "messages" / "date=2026-11-18"
-    folder.mkdir(parents=True)
-    pq.write_table(table, folder / "part-0.parquet", compression="zstd", row_group_size=1_000_000)
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, folder / f"part-{part}.parquet", compression="zstd", row_group_size=1_000_000)
 
 
-DUCKDB_SQL = """
-WITH s AS (SELECT * FROM read_parquet('{root}/messages/*/*.parquet', hive_partitioning=true)
-           WHERE role = 'agent' AND has_envelope),
-r AS (SELECT message_id, arg_max(s, ts) AS last, min(ts) AS first_seen FROM s GROUP BY message_id),
-replies AS (SELECT message_id, first_seen, last.agent AS agent, last.context_id AS conv, last.author AS author,
-                   last.coverage_availability AS avail, last.coverage AS coverage,
-                   coalesce(last.originating_turn_id, message_id) AS turn,
-                   coalesce(last.routine_name, last.routine_tool_name) AS routine, last.routine_status AS status
-            FROM r),
-turns AS (SELECT agent, turn, arg_max(coverage, first_seen) AS coverage, arg_max(avail, first_seen) AS avail
-          FROM replies WHERE avail IS NOT NULL OR coverage IS NOT NULL GROUP BY agent, turn),
-rs AS (SELECT *, coalesce(sum(CASE WHEN status IN ('completed','abandoned') THEN 1 ELSE 0 END)
-         OVER (PARTITION BY agent, conv, routine ORDER BY first_seen, message_id
-               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS instance
-       FROM replies WHERE status IS NOT NULL AND routine IS NOT NULL),
-inst AS (SELECT arg_max(status, first_seen) AS last_status FROM rs GROUP BY agent, conv, routine, instance)
-SELECT
-  (SELECT list({{'coverage': coverage, 'n': n}})
-     FROM (SELECT coverage, count(*) n FROM turns WHERE avail = 'assessed' GROUP BY 1)),
-  (SELECT list({{'author': author, 'n': n}})
-     FROM (SELECT author, count(*) n FROM replies WHERE author IS NOT NULL GROUP BY 1)),
-  (SELECT count(*) FILTER (WHERE last_status = 'abandoned')
-          / count(*) FILTER (WHERE last_status IN ('completed','abandoned')) FROM inst)
-"""
+def scan_sql(root: Path) -> str:
+    """One scan of every column the report reads: each counted, so each is read and decoded."""
+    from converse_tap.analysis.load import CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS
+
+    parts = []
+    for table, columns in (
+        ("messages", [*MESSAGE_COLUMNS, "object_kind"]),
+        ("exchanges", EXCHANGE_COLUMNS),
+        ("agent_cards", CARD_COLUMNS),
+    ):
+        if list(root.glob(f"{table}/*/*.parquet")):
+            counts = ", ".join(f"count({c})" for c in columns)
+            parts.append(f"(SELECT {counts} FROM read_parquet('{root}/{table}/*/*.parquet'))")
+    return "SELECT * FROM " + ", ".join(parts)
 
 
-def measure(engine: str, root: str) -> None:
-    t0 = time.perf_counter()
-    if engine == "ours":
-        from converse_tap.analysis import build_report
-        from converse_tap.analysis.engine import Engine
+def measure(what: str, root: str) -> None:
+    """In a fresh process: the report as the CLI makes it, or the scan; prints the headline and VmHWM."""
+    if what == "report":
+        from converse_tap.cli import cli
 
-        rep = build_report(Engine.over_dataset(root))
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "report.json"
+            try:
+                cli(["report", root, "--format", "json", "-o", str(out)], standalone_mode=True)
+            except SystemExit as e:
+                if e.code:
+                    raise
+            rep = json.loads(out.read_text())
         summary = [
+            rep["dataset"]["replies"],
             rep["coverage"]["by_coverage"]["answered"]["count"],
             rep["authors"]["by_author"]["human"],
             rep["routines"]["abandonment_rate"],
@@ -134,73 +137,78 @@ def measure(engine: str, root: str) -> None:
     else:
         import duckdb
 
+        from converse_tap.analysis.engine import DEFAULT_MEMORY_LIMIT
+
         con = duckdb.connect()
-        con.execute("SET threads TO 2")
-        row = con.execute(DUCKDB_SQL.format(root=root)).fetchone()
-        assert row is not None
-        summary = [
-            next(x["n"] for x in row[0] if x["coverage"] == "answered"),
-            next(x["n"] for x in row[1] if x["author"] == "human"),
-            row[2],
-        ]
-    seconds = time.perf_counter() - t0
-    print(json.dumps({"seconds": seconds, "rss_mib": peak_rss_mib(), "summary": summary}))
+        con.execute(f"SET memory_limit = '{DEFAULT_MEMORY_LIMIT}'")
+        summary = list(con.execute(scan_sql(Path(root))).fetchone() or ())[:1]
+    print(json.dumps({"rss_mib": peak_rss_mib(), "summary": summary}))
 
 
 def peak_rss_mib() -> float:
-    """This process's peak RSS (VmHWM). Not ru_maxrss: that survives exec, so a child of the big generating
-    process would report the parent's size."""
+    """This process's peak RSS (VmHWM). Not ru_maxrss: that survives exec, so a child of a big process would
+    report the parent's size."""
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-def _run(engine: str, root: Path) -> dict:
+def _child(*args: str) -> tuple[float, dict]:
+    t0 = time.perf_counter()
     out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_analysis", "--measure", engine, str(root)],
-        capture_output=True,
-        text=True,
-        check=True,
+        [sys.executable, "-m", "benchmarks.bench_analysis", *args], capture_output=True, text=True, check=False
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    seconds = time.perf_counter() - t0
+    if out.returncode:
+        raise SystemExit(f"{' '.join(args)} failed:\n{out.stderr}")
+    lines = out.stdout.strip().splitlines()
+    return seconds, json.loads(lines[-1]) if lines else {}
+
+
+def dataset(rows: int, keep: Path | None, tmp: Path) -> Path:
+    root = (keep or tmp) / str(rows)
+    if (root / "done").exists():
+        print(f"{rows:,} message rows in {root} (kept from an earlier run)")
+        return root
+    t0 = time.perf_counter()
+    for part in range((rows + CHUNK - 1) // CHUNK):
+        _child("--generate", str(root), str(min(CHUNK, rows - part * CHUNK)), str(part))
+    size = sum(f.stat().st_size for f in root.rglob("*.parquet"))
+    print(f"{rows:,} message rows, {size / rows:.1f} bytes/row on disk, generated in {time.perf_counter() - t0:.1f}s")
+    (root / "done").touch()
+    return root
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, action="append")
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--keep", type=Path, help="Keep the generated datasets here and reuse them.")
     p.add_argument("--measure", nargs=2, help=argparse.SUPPRESS)
+    p.add_argument("--generate", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.measure:
         measure(*args.measure)
         return
-    try:
-        import duckdb  # noqa: F401
-
-        engines = ["ours", "duckdb"]
-    except ImportError:
-        engines = ["ours"]
+    if args.generate:
+        generate(Path(args.generate[0]), int(args.generate[1]), part=int(args.generate[2]))
+        return
     for rows in args.rows or [1_000_000]:
         with tempfile.TemporaryDirectory() as tmp:
-            t0 = time.perf_counter()
-            generate(Path(tmp), rows)
-            size = sum(f.stat().st_size for f in Path(tmp).rglob("*.parquet"))
-            took = time.perf_counter() - t0
-            print(f"{rows:,} message rows, {size / rows:.1f} bytes/row on disk, generated in {took:.1f}s")
-            results: dict[str, list[dict]] = {e: [] for e in engines}
+            root = dataset(rows, args.keep, Path(tmp))
+            runs: dict[str, list[tuple[float, dict]]] = {"scan": [], "report": []}
             for _ in range(args.reps):  # interleaved
-                for e in engines:
-                    results[e].append(_run(e, Path(tmp)))
-            for e in engines:
-                secs = statistics.median(r["seconds"] for r in results[e])
-                rss = max(r["rss_mib"] for r in results[e])
-                print(f"  {e:7} median {secs:6.2f}s  peak RSS {rss:7.0f} MiB  headline {results[e][0]['summary']}")
-            if "duckdb" in results:
-                ratio = statistics.median(r["seconds"] for r in results["ours"]) / statistics.median(
-                    r["seconds"] for r in results["duckdb"]
-                )
-                print(f"  ours/duckdb time ratio {ratio:.2f} (target <= 1.5)")
+                for what in runs:
+                    runs[what].append(_child("--measure", what, str(root)))
+            med = {w: statistics.median(s for s, _ in r) for w, r in runs.items()}
+            for what, r in runs.items():
+                rss = max(m["rss_mib"] for _, m in r)
+                spread = f"{min(s for s, _ in r):.2f}-{max(s for s, _ in r):.2f}"
+                print(f"  {what:6} median {med[what]:6.2f}s ({spread})  peak RSS {rss:6.0f} MiB  {r[0][1]['summary']}")
+            ratio = med["report"] / med["scan"]
+            per_million = med["report"] / rows * 1e6
+            print(f"  report/scan time ratio {ratio:.2f} (target <= 3); report {per_million:.2f}s per million rows")
 
 
 if __name__ == "__main__":

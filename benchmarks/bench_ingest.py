@@ -1,10 +1,14 @@
-"""Ingest: flows per second from a large mitmproxy flow file into a dataset.
+"""Ingest of a realistic capture against the floor of mitmproxy's own parser, with memory and output size.
 
-    python -m benchmarks.bench_ingest [--flows 20000] [--reps 3]
+    python -m benchmarks.bench_ingest [--flows 100000] [--reps 3] [--jobs N]
 
-The file mixes unary SendMessage replies, SSE streams (stored bodies) and agent cards, as `mitmdump -w` saves
-them; the figure is the whole `ingest()` call: reading, extraction and writing Parquet, in one process (`jobs=1`) and
-with the file cut into parts for one process per core (what `converse-tap ingest` does), interleaved.
+The capture (`tests/captures.py`: ~5 KiB per flow; unary SendMessage replies with the envelope, SSE streams of
+3-10 events, task polls, JSON-RPC errors, gzip bodies, v0.3 and HTTP+JSON calls, agent cards, TLS connections,
+a little non-A2A traffic) is generated once. Each repetition runs, interleaved, each in a fresh process:
+- floor: one process running mitmproxy's bare `tnetstring.load` over every record of the file;
+- jobs=1: `ingest()` in one process; jobs=N: `ingest()` with N processes (default: one per core, as the CLI).
+Peak RSS is the largest VmHWM/ru_maxrss of the ingest process and of its worker processes. The files, row
+groups and bytes of the dataset written are printed for each variant, so the figures come from one run.
 """
 
 from __future__ import annotations
@@ -12,71 +16,132 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from mitmproxy import io
 
-from converse_tap.a2a.redact import TextPolicy
-from converse_tap.ingest import ingest
-from tests.factories import (
-    a2a_flow,
-    agent_message,
-    envelope,
-    jsonrpc_request,
-    jsonrpc_result,
-    sse_body,
-    status_event,
-)
+def _vmhwm_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
-def flows(n: int):
-    card = json.dumps({"name": "A", "skills": [{"id": "x"}], "capabilities": {}}).encode()
-    events = [status_event("TASK_STATE_COMPLETED", agent_message(f"s{i}", env=envelope())) for i in range(3)]
-    for i in range(n):
-        if i % 10 == 0:
-            yield a2a_flow(method="GET", path="/.well-known/agent-card.json", response=card)
-        elif i % 3 == 0:
-            yield a2a_flow(
-                body=jsonrpc_request("SendStreamingMessage"),
-                response=sse_body(*events),
-                content_type="text/event-stream",
-            )
-        else:
-            yield a2a_flow(response=jsonrpc_result({"message": agent_message(f"m{i}", env=envelope())}))
+def _run_floor(capture: Path) -> dict[str, float]:
+    from mitmproxy.io import tnetstring
+
+    t0 = time.perf_counter()
+    n = 0
+    with open(capture, "rb") as f:
+        while True:
+            try:
+                tnetstring.load(f)
+            except ValueError:
+                break
+            n += 1
+    return {"secs": time.perf_counter() - t0, "flows": n, "rss": _vmhwm_mib()}
+
+
+def _run_ingest(capture: Path, out: Path, jobs: int) -> dict[str, float]:
+    from converse_tap.a2a.redact import TextPolicy
+    from converse_tap.ingest import ingest
+
+    t0 = time.perf_counter()
+    result = ingest([capture], out, TextPolicy(), jobs=jobs)
+    secs = time.perf_counter() - t0
+    assert not result.errors and not result.unwritten, result
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return {
+        "secs": secs,
+        "flows": result.flows,
+        "exchanges": result.exchanges,
+        "rss": max(_vmhwm_mib(), children),
+        **_dataset_shape(out),
+    }
+
+
+def _dataset_shape(out: Path) -> dict[str, float]:
+    import pyarrow.parquet as pq
+
+    shape: dict[str, float] = {}
+    for table in ("exchanges", "messages", "agent_cards"):
+        files = list((out / table).rglob("*.parquet"))
+        shape[f"{table}_files"] = len(files)
+        shape[f"{table}_mib"] = sum(f.stat().st_size for f in files) / 2**20
+        shape[f"{table}_rows"] = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+        shape[f"{table}_row_groups"] = sum(pq.ParquetFile(f).metadata.num_row_groups for f in files)
+    return shape
+
+
+def _child(args: list[str]) -> dict[str, float]:
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_ingest", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"benchmark child failed: {proc.stderr[-2000:]}")
+    figures: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return figures
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--flows", type=int, default=20000)
+    p.add_argument("--flows", type=int, default=100_000)
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--jobs", type=int, default=min(os.cpu_count() or 1, 8), help="the parallel variant")
+    p.add_argument("--child", nargs=3, metavar=("WHAT", "CAPTURE", "OUT"), help=argparse.SUPPRESS)
     args = p.parse_args()
-    jobs_auto = min(os.cpu_count() or 1, 8)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "flows.mitm"
-        with open(path, "wb") as f:
-            w = io.FlowWriter(f)
-            for flow in flows(args.flows):
-                w.add(flow)
-        size = path.stat().st_size
-        print(f"{args.flows} flows, {size / 2**20:.1f} MiB; median of {args.reps} interleaved reps")
-        rates: dict[int, list[float]] = {1: [], jobs_auto: []}
+    if args.child:
+        what, capture, out = args.child
+        figures = _run_floor(Path(capture)) if what == "floor" else _run_ingest(Path(capture), Path(out), int(what))
+        print(json.dumps(figures))
+        return
+
+    from tests.captures import write_capture
+
+    with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
+        capture = Path(tmp) / "capture.mitm"
+        t0 = time.perf_counter()
+        write_capture(capture, args.flows)
+        size = capture.stat().st_size
+        print(
+            f"{args.flows:,} flows, {size / 2**20:.1f} MiB ({size / args.flows / 1024:.1f} KiB/flow), generated in "
+            f"{time.perf_counter() - t0:.0f}s; {os.cpu_count()} cores; median of {args.reps} interleaved reps"
+        )
+        variants = ["floor", "1", str(args.jobs)] if args.jobs != 1 else ["floor", "1"]
+        runs: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
         for rep in range(args.reps):
-            for jobs in rates:
-                out = Path(tmp) / f"out-{jobs}-{rep}"
-                t0 = time.perf_counter()
-                result = ingest([path], out, TextPolicy(), jobs=jobs)
-                secs = time.perf_counter() - t0
-                assert result.exchanges == args.flows and not result.errors
-                rates[jobs].append(result.flows / secs)
-                shutil.rmtree(out)
-    for jobs, r in rates.items():
-        print(f"  jobs={jobs}: {statistics.median(r):7,.0f} flows/s (range {min(r):,.0f}-{max(r):,.0f})")
-    ratio = statistics.median(rates[jobs_auto]) / statistics.median(rates[1])
-    print(f"  target >= 5,000 flows/s; parallel/single {ratio:.2f}")
+            for v in variants:
+                out = Path(tmp) / f"out-{v}-{rep}"
+                runs[v].append(_child(["--child", v, str(capture), str(out)]))
+                shutil.rmtree(out, ignore_errors=True)
+    rate = {v: statistics.median(r["flows"] / r["secs"] for r in rs) for v, rs in runs.items()}
+    print(f"{'variant':<22} {'flows/s':>9} {'range':>15} {'peak RSS MiB':>13}")
+    for v, rs in runs.items():
+        rates = [r["flows"] / r["secs"] for r in rs]
+        name = "floor (tnetstring.load)" if v == "floor" else f"ingest jobs={v}"
+        print(f"{name:<22} {rate[v]:9,.0f} {min(rates):7,.0f}-{max(rates):<7,.0f} {max(r['rss'] for r in rs):13.0f}")
+    for v in variants[1:]:
+        r = runs[v][-1]
+        print(
+            f"jobs={v}: "
+            + "; ".join(
+                f"{t} {r[t + '_rows']:,.0f} rows in {r[t + '_files']:.0f} files, "
+                f"{r[t + '_row_groups']:.0f} row groups, {r[t + '_mib']:.2f} MiB"
+                for t in ("exchanges", "messages", "agent_cards")
+            )
+        )
+    par = variants[-1]
+    files = {v: sum(runs[v][-1][f"{t}_files"] for t in ("exchanges", "messages", "agent_cards")) for v in variants[1:]}
+    print(
+        f"ingest jobs={par} / floor: {rate[par] / rate['floor']:.2f}x (target >= 2); "
+        f"jobs={par} / jobs=1: {rate[par] / rate['1']:.2f}x; "
+        f"Parquet files jobs={par} / jobs=1: {files[par] / files['1']:.2f} (target <= 2); "
+        f"peak RSS max {max(r['rss'] for v in variants[1:] for r in runs[v]):.0f} MiB (target <= 256)"
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Proxy overhead: direct vs bare mitmdump vs mitmdump with the converse-tap addon, interleaved.
+"""Proxy overhead: direct vs bare mitmdump vs mitmdump with the converse-tap addon (exports off, and with both
+exports on: spans to a loopback OTLP receiver and /metrics served), interleaved.
 
     python -m benchmarks.bench_proxy [--requests 1500] [--concurrency 8] [--reps 7] [--streams 10]
 
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.export.collector import Collector
 from tests.integration.procs import Proc, mitmdump
 
 HERE = Path(__file__).parent
@@ -41,6 +43,12 @@ HEADERS = {
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def worker_cpu_seconds(pid: int) -> float:
+    """CPU of the proxy's child processes (the recording worker)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return sum(cpu_seconds(int(c)) for c in children)
 
 
 async def unary(url: str, proxy: str | None, n: int, concurrency: int) -> tuple[float, list[float]]:
@@ -85,7 +93,8 @@ def main() -> None:
     a = p.parse_args()
     tmp = Path(tempfile.mkdtemp())
     res: dict[str, dict[str, list[float]]] = {
-        k: {"rps": [], "p50": [], "p99": [], "cpu": [], "first": [], "gap": []} for k in ("direct", "bare", "addon")
+        k: {"rps": [], "p50": [], "p99": [], "cpu": [], "wcpu": [], "first": [], "gap": []}
+        for k in ("direct", "bare", "addon", "exports")
     }
     with contextlib.ExitStack() as stack:
         up = Proc([sys.executable, "-m", "benchmarks.upstream"])
@@ -98,15 +107,24 @@ def main() -> None:
             mitmdump(tmp / "data", *common, "--set", "converse_tap_summary=off",
                      "--set", "converse_tap_flush_interval=1")  # the default, as a user runs it
         )  # fmt: skip
-        proxies = {"bare": bare, "addon": addon}
-        paths: dict[str, str | None] = {"direct": None, "bare": bare_url, "addon": addon_url}
+        collector = stack.enter_context(Collector())
+        exports_url, exports = stack.enter_context(
+            mitmdump(tmp / "data-exports", *common, "--set", "converse_tap_summary=off",
+                     "--set", "converse_tap_flush_interval=1", "--set", f"converse_tap_otlp_endpoint={collector.url}",
+                     "--set", "converse_tap_metrics_listen=127.0.0.1:0")
+        )  # fmt: skip
+        proxies = {"bare": bare, "addon": addon, "exports": exports}
+        paths: dict[str, str | None] = {"direct": None, "bare": bare_url, "addon": addon_url, "exports": exports_url}
         for _ in range(a.reps):  # interleaved, so drift hits every path alike
             for name, proxy in paths.items():
-                before = cpu_seconds(proxies[name].popen.pid) if name in proxies else 0.0
+                pid = proxies[name].popen.pid if name in proxies else 0
+                before = cpu_seconds(pid) if pid else 0.0
+                wbefore = worker_cpu_seconds(pid) if pid else 0.0
                 secs, lat = asyncio.run(unary(base + "/a2a", proxy, a.requests, a.concurrency))
                 n = len(lat)
-                if name in proxies:
-                    res[name]["cpu"].append((cpu_seconds(proxies[name].popen.pid) - before) / n * 1e3)
+                if pid:
+                    res[name]["cpu"].append((cpu_seconds(pid) - before) / n * 1e3)
+                    res[name]["wcpu"].append((worker_cpu_seconds(pid) - wbefore) / n * 1e3)
                 lat.sort()
                 res[name]["rps"].append(n / secs)
                 res[name]["p50"].append(lat[n // 2] * 1e3)
@@ -119,12 +137,18 @@ def main() -> None:
 
     med = {k: {m: statistics.median(v) if v else float("nan") for m, v in d.items()} for k, d in res.items()}
     print(f"unary: {a.requests} SendMessage calls x {a.reps} reps, concurrency {a.concurrency}; medians")
-    print(f"{'path':8} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'proxy CPU ms/req':>17}")
+    print(f"{'path':8} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'proxy CPU ms/req':>17} {'worker CPU ms/req':>18}")
     for k, m in med.items():
-        print(f"{k:8} {m['rps']:8.0f} {m['p50']:8.2f} {m['p99']:8.2f} {m['cpu']:17.3f}")
+        print(f"{k:8} {m['rps']:8.0f} {m['p50']:8.2f} {m['p99']:8.2f} {m['cpu']:17.3f} {m['wcpu']:18.3f}")
     print(
         f"addon/bare: req/s {med['addon']['rps'] / med['bare']['rps']:.3f} (target >= 0.95), "
         f"CPU/req {med['addon']['cpu'] / med['bare']['cpu']:.3f} (target <= 1.05)"
+    )
+    ex, ad = med["exports"], med["addon"]
+    print(
+        f"exports/addon: req/s {ex['rps'] / ad['rps']:.3f}, proxy CPU/req {ex['cpu'] / ad['cpu']:.3f} "
+        f"(target <= 1.05), p99 {ex['p99'] / ad['p99']:.3f}, worker CPU/req {ex['wcpu'] / ad['wcpu']:.3f}; "
+        f"spans received {len(collector.spans())}"
     )
     print(f"streams: {a.streams} x 20 SSE events 50 ms apart; medians")
     print(f"{'path':8} {'first event ms':>15} {'mean event offset ms':>21}")

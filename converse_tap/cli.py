@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import sys
@@ -13,6 +14,17 @@ import click
 
 from . import __version__
 from .a2a.redact import TEXT_POLICIES, TextPolicy
+from .cli_guards import (
+    MIN_OPTIONS,
+    NOTHING_MEASURED,
+    UsageError,
+    check_output,
+    check_source,
+    needs_extra,
+    read_error,
+    write_output,
+)
+from .textsafe import safe_line
 
 if TYPE_CHECKING:  # the analysis imports pandas: only the commands that need it load it
     from .analysis.load import Frames, Window
@@ -57,6 +69,15 @@ def addon_path() -> None:
     "--text", type=click.Choice(TEXT_POLICIES), default="keep", show_default=True, help="Message text policy."
 )
 @click.option("--flush-interval", type=float, default=1.0, show_default=True, help="Seconds between journal flushes.")
+@click.option(
+    "--otlp-endpoint",
+    metavar="URL",
+    help="Send a span per A2A exchange to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318); otel extra.",
+)
+@click.option("--otlp-text", is_flag=True, help="Put message text into spans (only with --text keep).")
+@click.option(
+    "--metrics-listen", metavar="HOST:PORT", help="Serve Prometheus metrics at /metrics there (e.g. 127.0.0.1:9464)."
+)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any mitmproxy option (repeatable).")
 def record(
     out: str,
@@ -65,6 +86,9 @@ def record(
     modes: tuple[str, ...],
     text: str,
     flush_interval: float,
+    otlp_endpoint: str | None,
+    otlp_text: bool,
+    metrics_listen: str | None,
     sets: tuple[str, ...],
 ) -> None:
     """Run a recording proxy: A2A traffic through it lands in a Parquet dataset.
@@ -77,21 +101,59 @@ def record(
     """
     from mitmproxy import exceptions
 
-    from .record import run_proxy
+    from .record import ListenError
+    from .store.files import TextPolicyConflict, check_writable, dataset_text_policy
 
+    for item in sets:
+        key, eq, _ = item.partition("=")
+        if not eq or not key.strip():
+            raise UsageError(f"--set takes KEY=VALUE, not {item!r} (e.g. --set ssl_insecure=true)")
+    root = Path(out)
+    created = not root.exists()
+    try:
+        check_writable(root)
+        recorded = dataset_text_policy(root)
+    except OSError as e:
+        raise UsageError(f"cannot write the dataset to --out {out}: {e}") from e
+    if recorded is not None and recorded != text:
+        raise UsageError(str(TextPolicyConflict(root, recorded, text)))
     settings = {
         "converse_tap_dir": out,
         "converse_tap_text": text,
         "converse_tap_flush_interval": str(flush_interval),
         "listen_host": listen_host,
         "listen_port": listen_port,
+        "converse_tap_otlp_endpoint": otlp_endpoint or "",
+        "converse_tap_otlp_text": otlp_text,
+        "converse_tap_metrics_listen": metrics_listen or "",
     }
     if modes:
         settings["mode"] = list(modes)
     try:
-        asyncio.run(run_proxy(settings, list(sets)))
+        _run_recorder(settings, sets, root if created else None)
+    except TextPolicyConflict as e:
+        raise UsageError(str(e)) from e
+    except ListenError as e:
+        hint = "choose another --listen-port (0 picks a free one)" if e.in_use else "check --listen-host, --listen-port"
+        raise UsageError(f"the proxy cannot listen: {e.reason}; {hint}") from e
     except exceptions.OptionsError as e:
-        raise click.ClickException(str(e)) from e
+        message = str(e)
+        if message.startswith("unknown option"):
+            message += " (--set takes mitmproxy's options, listed by `mitmdump --options`, and converse_tap_*)"
+        raise UsageError(message) from e
+
+
+def _run_recorder(settings: dict[str, Any], sets: tuple[str, ...], created: Path | None) -> None:
+    """Run the proxy; a start-up that fails leaves no empty dataset directory this command made."""
+    from .record import run_proxy
+
+    try:
+        asyncio.run(run_proxy(settings, list(sets)))
+    except Exception:
+        if created is not None:
+            with contextlib.suppress(OSError):
+                created.rmdir()  # only when empty: nothing was recorded
+        raise
 
 
 @cli.command()
@@ -105,32 +167,71 @@ def record(
 @click.option(
     "--jobs",
     type=click.IntRange(min=1),
-    help="Processes for large flow files (cut into parts of 8 MiB); default: one per CPU core.",
+    help="Processes sharing the input (above 8 MiB of it); default: one per CPU core.",
 )
-def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None) -> None:
+@click.option(
+    "--redact",
+    "redact",
+    multiple=True,
+    metavar="REGEX",
+    help="Also redact what this regular expression matches in every stored URL (its groups only, if it has any); "
+    "repeatable. Credentials in userinfo, JWTs, ;jsessionid= and secret query values are always redacted.",
+)
+def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None, redact: tuple[str, ...]) -> None:
     """Import mitmproxy flow files (mitmdump -w) and HAR files into a dataset.
 
     \b
     Example:
         converse-tap ingest capture.mitm browser.har --out data/
-    A damaged file is reported with its position; what came before the damage is kept.
+    A damaged file is reported with its position; what came before the damage is kept (exit 1). Exchanges
+    already in the dataset are skipped. A progress bar shows on a terminal.
     """
+    from .a2a.redact import Redaction
+    from .ingest import NOT_A_CAPTURE, IngestError, forget_dataset, kind, report_lines, without_pandas
     from .ingest import ingest as run_ingest
-    from .store.files import check_writable, dataset_salt
+    from .progress import ProgressBar
+    from .store.files import TextPolicyConflict, check_writable, claim_text_policy, dataset_salt
 
     try:
+        redaction = Redaction.from_patterns(redact)
+    except ValueError as e:
+        raise UsageError(f"--redact: {e}") from e
+    unreadable: list[IngestError] = []
+    for path in files:
+        try:
+            kind(path)
+        except IngestError as e:
+            unreadable.append(e)
+    if len(unreadable) == len(files):  # nothing to read: nothing is created
+        for err in unreadable:
+            click.echo(safe_line(redaction.log_text(f"Error: {err}")), err=True)
+        sys.exit(2)
+    existed = out.exists()
+    try:
         check_writable(out)
+        claim_text_policy(out, text)
         policy = TextPolicy(text, dataset_salt(out) if text == "hash" else b"")
+    except TextPolicyConflict as e:
+        raise UsageError(str(e)) from e
     except OSError as e:
         raise click.ClickException(f"cannot write the dataset to {out}: {e}") from e
-    result = run_ingest(list(files), out, policy, jobs=jobs or min(os.cpu_count() or 1, 8))
-    click.echo(
-        f"ingested {result.flows} flows from {result.files} file(s): {result.exchanges} A2A exchanges into {out}",
-        err=True,
-    )
-    for err in result.errors:
-        click.echo(f"Error: {err}", err=True)
-    if result.errors:
+    bar = ProgressBar.on_terminal(sys.stderr)
+    try:
+        with without_pandas():
+            result = run_ingest(
+                list(files), out, policy, progress=bar, jobs=jobs or min(os.cpu_count() or 1, 8), redaction=redaction
+            )
+    finally:
+        if bar is not None:
+            bar.close()
+    if not existed and result.exchanges == 0 and not result.write_error:
+        forget_dataset(out)  # nothing was read into it: leave nothing behind
+    for level, line in report_lines(result, out):
+        prefix = "Error: " if level == "error" else "Warning: " if level == "warning" else ""
+        click.echo(safe_line(redaction.log_text(prefix + line)), err=True)
+    if result.errors and all(e.reason.endswith(NOT_A_CAPTURE) for e in result.errors) and result.flows == 0:
+        sys.exit(2)
+    if result.errors or result.write_error or result.interrupted:
         sys.exit(1)
 
 
@@ -157,11 +258,13 @@ def _duration(text: str | None) -> object:
     except ValueError:
         value = None
     if value is None or pd.isna(value) or value.total_seconds() <= 0:
-        raise click.BadParameter(f"{text!r} is not a positive duration; write e.g. 90s, 30min, 2h or 1d")
+        raise click.BadParameter(
+            f"{text!r} is not a positive duration; write e.g. 90s, 30min, 2h or 1d", param_hint="'--stale-after'"
+        )
     return value
 
 
-def _when(text: str | None, end: bool) -> object:
+def _when(text: str | None, end: bool, option: str) -> object:
     if text is None:
         return None
     from .analysis.load import parse_when
@@ -170,7 +273,8 @@ def _when(text: str | None, end: bool) -> object:
         return parse_when(text, end=end)
     except ValueError:
         raise click.BadParameter(
-            f"{text!r} is not an ISO date or time; write e.g. 2026-12-01 or 2026-12-01T09:30Z"
+            f"{text!r} is not an ISO date or time; write e.g. 2026-12-01 or 2026-12-01T09:30Z",
+            param_hint=f"'{option}'",
         ) from None
 
 
@@ -204,9 +308,9 @@ def _memory_size(ctx: click.Context, param: click.Parameter, value: str | None) 
 def _window(agents: tuple[str, ...], since: str | None, until: str | None) -> Window:
     from .analysis.load import Window
 
-    window = Window(tuple(agents) or None, _when(since, end=False), _when(until, end=True))  # type: ignore[arg-type]
+    window = Window(tuple(agents) or None, _when(since, False, "--since"), _when(until, True, "--until"))  # type: ignore[arg-type]
     if window.since and window.until and window.since >= window.until:
-        raise click.BadParameter("--since must be before --until")
+        raise UsageError("--since must be before --until")
     return window
 
 
@@ -217,6 +321,15 @@ def _load(dataset: Path, window: Window, error: type[click.ClickException] = cli
         return load_frames(dataset, window, messages=False)
     except (OSError, ValueError) as e:  # pyarrow's errors on unreadable files are ValueError/OSError subclasses
         raise error(f"cannot read the dataset {dataset}: {e}") from e
+
+
+def _skipped(files: list[tuple[str, str]], error: type[click.ClickException] | None) -> None:
+    """Files in a dataset that are not its own: warned about and skipped, or (`error`) refused."""
+    if files and error is not None:
+        named = "; ".join(f"{path} ({why})" for path, why in files)
+        raise error(f"files in the dataset that are not its own: {named}; move them out of the dataset")
+    for path, why in files:
+        click.echo(f"warning: skipped {path}: {why}", err=True)
 
 
 def _report(
@@ -235,17 +348,14 @@ def _report(
     try:
         engine = Engine.over_dataset(dataset, window, memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT)
     except (OSError, ValueError, duckdb.Error) as e:
-        raise error(f"cannot read the dataset {dataset}: {e}") from e
+        raise read_error(e, dataset, error) from e
     try:
-        if not engine.present and options.pop("require_data", False):
-            raise error(f"{dataset} holds no Parquet files: nothing to check")
+        _skipped(engine.skipped, error if options.get("require_data") else None)
+        # a dataset (check_source said so) with no rows in the window: the empty basis is what `check` reports
         options.pop("require_data", None)
         return build_report(engine, window, **options)
-    except duckdb.OutOfMemoryException as e:
-        first = str(e).splitlines()[0]  # DuckDB goes on with SET statements a CLI user cannot type
-        raise error(f"the report needs more memory than its limit allows; raise --memory-limit ({first})") from e
     except (OSError, duckdb.Error) as e:
-        raise error(f"cannot read the dataset {dataset}: {e}") from e
+        raise read_error(e, dataset, error) from e
     finally:
         engine.close()
 
@@ -290,19 +400,32 @@ def report(
         converse-tap report data/
         converse-tap report data/ --by agent --since 2026-12-01 --format json
         converse-tap report data/ --format html -o report.html
+    \b
+    Exit status: 0 the report measured traffic; 3 the report is written but measured nothing (no A2A message
+    in the dataset or the window); 2 not a dataset, an --agent the dataset never saw, or a usage error;
+    1 the dataset cannot be read.
     """
     from .analysis.render import FORMATS
+    from .analysis.tables import measured
 
     window = _window(agents, since, until)
     stale = _duration(stale_after)
+    if output is not None:
+        check_output(output)
+    check_source(dataset, window, memory_limit)
     if fmt == "html":  # the charts want these breakdowns
         by = tuple(dict.fromkeys((*by, "agent", "day")))
-    rendered = FORMATS[fmt](_report(dataset, window, memory_limit, by=by, stale_after=stale))
+    report_dict = _report(dataset, window, memory_limit, by=by, stale_after=stale)
+    rendered = FORMATS[fmt](report_dict)
     if output is None:
         click.echo(rendered, nl=False)
     else:
-        output.write_text(rendered, encoding="utf-8")
+        write_output(output, rendered)
         click.echo(f"wrote {output}", err=True)
+    if not measured(report_dict):
+        where = "in the selected window" if any(report_dict["dataset"]["filters"].values()) else "in it"
+        click.echo(f"Error: nothing measured: {dataset} holds no A2A message {where}", err=True)
+        sys.exit(NOTHING_MEASURED)
 
 
 @cli.group(invoke_without_command=True)
@@ -352,17 +475,18 @@ def demo(
     if ctx.invoked_subcommand is not None:
         return
     from .analysis.render import FORMATS
-    from .demo.run import run_demo
-    from .store.files import check_writable
+    from .store.files import check_writable, write_private
+
+    with needs_extra("demo", "converse-tap demo"):
+        from .demo.run import NotDemoOutput, clear_demo_output, run_demo
 
     try:
-        if out.exists() and any((out / t).exists() for t in ("exchanges", "messages", "agent_cards")):
-            raise click.ClickException(
-                f"{out} already holds a dataset; pass another --out or delete it, so the report shows this run only"
-            )
+        clear_demo_output(out)  # a second `make demo` replaces the first one's output, and only that
         check_writable(out)
+    except NotDemoOutput as e:
+        raise UsageError(f"{e}; pass another --out, so the report shows this run only") from e
     except OSError as e:
-        raise click.ClickException(f"cannot write to {out}: {e}") from e
+        raise UsageError(f"cannot write to --out {out}: {e}") from e
     with click.progressbar(length=conversations, label="conversations", file=sys.stderr) as bar:
         result = asyncio.run(
             run_demo(
@@ -377,8 +501,7 @@ def demo(
         )
     report_dict = _report(out, _window((), None, None), None, by=("agent", "day"))
     html_path = out / "report.html"
-    html_path.write_text(FORMATS["html"](report_dict), encoding="utf-8")
-    html_path.chmod(0o600)
+    write_private(html_path, FORMATS["html"](report_dict))
     click.echo(FORMATS[fmt](report_dict), nl=False)
     s = result.stats
     click.echo(
@@ -402,7 +525,8 @@ def demo_agent(host: str, port: int) -> None:
     \b
     Cards: http://HOST:PORT/agents/ag_trattoria01/.well-known/agent-card.json (and ag_osteria02)
     """
-    from .demo.agent import AGENTS, AgentServer
+    with needs_extra("demo", "converse-tap demo agent"):
+        from .demo.agent import AGENTS, AgentServer
 
     async def serve() -> None:
         server = AgentServer(host, port)
@@ -422,10 +546,6 @@ def demo_agent(host: str, port: int) -> None:
         raise click.ClickException(f"cannot serve on {host}:{port}: {e}") from e
 
 
-class UsageError(click.ClickException):
-    exit_code = 2
-
-
 def _fmt(v: float | None, share: bool) -> str:
     if v is None:
         return "no data"
@@ -440,6 +560,29 @@ def _fmt(v: float | None, share: bool) -> str:
 @click.option("--max-human-share", type=click.FloatRange(0, 1), help="Fail above this share of human-written replies.")
 @click.option("--no-anomalies", is_flag=True, help="Fail on any conformance anomaly.")
 @click.option("--per-agent", is_flag=True, help="Apply the shares and rates to every agent on its own.")
+@click.option(
+    "--min-turns",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Fail a coverage share measured on fewer than N assessed turns.",
+)
+@click.option(
+    "--min-routines",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Fail the abandonment rate measured on fewer than N closed routine instances.",
+)
+@click.option(
+    "--min-replies",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Fail the human share measured on fewer than N replies with an author.",
+)
+@click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Let a threshold with nothing to rest on (no turns, no closed routines) pass instead of exiting 2.",
+)
 @window_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def check(
@@ -450,6 +593,10 @@ def check(
     max_human_share: float | None,
     no_anomalies: bool,
     per_agent: bool,
+    min_turns: int,
+    min_routines: int,
+    min_replies: int,
+    allow_empty: bool,
     agents: tuple[str, ...],
     since: str | None,
     until: str | None,
@@ -461,14 +608,17 @@ def check(
     \b
     Example (in CI, after a test run recorded through the proxy):
         converse-tap check data/ --max-unanswered-share 0.1 --max-abandonment-rate 0.25 --no-anomalies
-    A share with nothing to rest on (no assessed turns, no closed routines) passes and says "no data".
+    A threshold with nothing to rest on (no assessed turns, no closed routine instances, no exchanges: an empty
+    window, an agent without traffic, a recording that saw only cards) exits 2, "nothing measured", unless
+    --allow-empty is given. An --agent the dataset never saw exits 2 and lists the agents it saw.
     """
     import json
 
     from .analysis.gate import Threshold, evaluate
 
+    minimum = {"--min-turns": min_turns, "--min-routines": min_routines, "--min-replies": min_replies}
     thresholds = [
-        Threshold(metric, bound, limit)
+        Threshold(metric, bound, limit, minimum.get(MIN_OPTIONS.get(metric, ""), 0))
         for metric, bound, limit in (
             ("unanswered_share", "max", max_unanswered_share),
             ("answered_share", "min", min_answered_share),
@@ -481,10 +631,12 @@ def check(
     if not thresholds:
         raise UsageError("give at least one threshold, e.g. --max-unanswered-share 0.1 (see --help)")
     window = _window(agents, since, until)
+    check_source(dataset, window, memory_limit)
     by = ("agent",) if per_agent else ()
     report = _report(dataset, window, memory_limit, error=UsageError, require_data=True, by=by)
-    outcomes = evaluate(report, thresholds, per_agent)
+    outcomes = evaluate(report, thresholds, per_agent, allow_empty)
     failed = [o for o in outcomes if not o.passed]
+    empty = [o for o in outcomes if o.empty and not allow_empty]
     if fmt == "json":
         click.echo(
             json.dumps(
@@ -500,9 +652,19 @@ def check(
                 f"{verdict} {o.scope}: {o.metric} {_fmt(o.value, share)} "
                 f"({'<=' if o.bound == 'max' else '>='} {_fmt(o.limit, share)}) on {o.basis} {o.basis_name}"
             )
-            if not o.passed and o.margin is not None:
+            if o.empty and not allow_empty:
+                line += ", nothing measured"
+            elif o.too_few:
+                line += f", fewer than {MIN_OPTIONS[o.metric]} {o.min_basis}"
+            elif not o.passed and o.margin is not None:
                 line += f", off by {_fmt(o.margin, share)}"
-            click.echo(line)
+            click.echo(safe_line(line))
+    if empty:
+        what = "; ".join(f"{o.scope}: {o.metric} (0 {o.basis_name})" for o in empty)
+        raise UsageError(
+            f"nothing measured for {what}. Check the window (--since/--until/--agent) and that the traffic "
+            "carried the converse envelope, or pass --allow-empty to let an empty measure pass"
+        )
     sys.exit(1 if failed else 0)
 
 
@@ -519,9 +681,64 @@ def agents(dataset: Path, fmt: str) -> None:
     import json
 
     from .analysis.agents import agents_overview, agents_text
+    from .analysis.load import journal_notes
 
-    overview = agents_overview(_load(dataset, _window((), None, None)))
+    window = _window((), None, None)
+    check_source(dataset, window)
+    frames = _load(dataset, window)
+    _skipped(frames.skipped, None)
+    for note in journal_notes(frames.journals, dataset):
+        click.echo(f"note: {note}", err=True)
+    overview = agents_overview(frames)
     click.echo(json.dumps(overview, indent=2) if fmt == "json" else agents_text(overview), nl=fmt == "json")
+
+
+@cli.group()
+def export() -> None:
+    """Send recorded exchanges into an observability stack."""
+
+
+@export.command("otlp")
+@click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--endpoint", required=True, metavar="URL", help="OTLP/HTTP collector, e.g. http://127.0.0.1:4318.")
+@click.option("--agent", "agents", multiple=True, help="Only these agents (repeatable).")
+@click.option("--since", help="Only exchanges started at or after this UTC date/time (ISO 8601).")
+@click.option("--until", help="Only exchanges started before this UTC date/time; a bare date includes that day.")
+@click.option("--text", "text", is_flag=True, help="Put message text into spans (when the dataset kept it).")
+def export_otlp(
+    dataset: Path, endpoint: str, agents: tuple[str, ...], since: str | None, until: str | None, text: bool
+) -> None:
+    """Send one span per recorded exchange, with its original times, to an OTLP/HTTP collector.
+
+    \b
+    Example (backfill a capture or an ingested HAR into Tempo, Jaeger, ...):
+        converse-tap export otlp data/ --endpoint http://127.0.0.1:4318 --since 2026-12-01
+    Exits 1 when the collector did not accept every span.
+    """
+    from .export.backfill import export_otlp as run_export
+    from .export.live import check_endpoint
+
+    why = check_endpoint(endpoint)
+    if why is not None:
+        raise UsageError(why)
+    window = _window(agents, since, until)
+    try:
+        result = run_export(dataset, endpoint, window.since, window.until, tuple(agents), text)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot read the dataset {dataset}: {e}") from e
+    if result.exchanges == 0:
+        raise UsageError(f"no exchanges in {dataset} match; nothing was sent (check --since/--until/--agent)")
+    click.echo(
+        f"{result.exported} of {result.exchanges} exchange spans accepted by {endpoint}"
+        + (
+            f"; {result.failed} refused or unanswered, {result.dropped} not sent"
+            if result.exported < result.exchanges
+            else ""
+        ),
+        err=True,
+    )
+    if result.exported < result.exchanges:
+        sys.exit(1)
 
 
 def main() -> None:

@@ -1,24 +1,40 @@
-"""Offline ingest: mitmproxy flow files and HAR files through the same extractor, into the same dataset."""
+"""Offline ingest: mitmproxy flow files and HAR files through the same extractor, into the same dataset.
+
+Memory stays bounded whatever the size of the captures: flow files are memory-mapped and read record by record
+(`flowfile`), HAR files entry by entry (`harfile`), rows are journaled in batches of bounded size and rolled into
+Parquet by rows and by bytes. With several processes, each takes one contiguous share of the input and writes
+through one writer, so a parallel ingest writes about as many files as a single one.
+"""
 
 from __future__ import annotations
 
-import json
+import contextlib
 import multiprocessing
+import sys
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
-from datetime import datetime
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from mitmproxy import http
-from mitmproxy.io import compat, har, tnetstring
+import numpy as np
 
+from . import flowfile, harfile
 from .a2a.exchange import HttpExchange
-from .a2a.extract import extract
-from .a2a.redact import TextPolicy
-from .addon.flows import DEFAULT_MAX_BODY, exchange_from_flow, exchange_from_state
+from .a2a.extract import Extraction, extract
+from .a2a.redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy
+from .addon.flows import DEFAULT_MAX_BODY
+from .seen import SeenIds, dataset_ids, digest
+from .store.files import read_journal
 from .store.writer import DatasetWriter
+
+NOT_A_CAPTURE = "not a mitmproxy flow file or HAR"
+PART_BYTES = 8 * 1024 * 1024  # below this much input, ingest stays in one process
+BATCH_EXCHANGES = 2048  # rows are journaled at least this often...
+BATCH_BYTES = 16 * 1024 * 1024  # ...and after this many bytes of bodies read
+ROLLOVER_ROWS = 1_000_000
+ROLLOVER_BYTES = 16 * 1024 * 1024  # of journal: the size of what a roll-over reads back into memory
+NOT_STORED = "response_body_not_stored"
 
 
 class IngestError(Exception):
@@ -28,6 +44,9 @@ class IngestError(Exception):
         super().__init__(f"{path}: {position}: {reason}")
         self.path, self.position, self.reason = path, position, reason
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (IngestError, (self.path, self.position, self.reason))
+
 
 @dataclass
 class IngestResult:
@@ -35,84 +54,13 @@ class IngestResult:
     flows: int = 0
     exchanges: int = 0
     errors: list[IngestError] = field(default_factory=list)
-
-
-def _is_har(path: Path) -> bool:
-    with open(path, "rb") as f:
-        head = f.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
-    return head.startswith(b"{")
-
-
-def read_flow_file(
-    path: Path, max_body: int = DEFAULT_MAX_BODY, start: int = 0, end: int | None = None, before: int = 0
-) -> Iterator[HttpExchange]:
-    """The HTTP exchanges of a `mitmdump -w` file (or of its records in bytes [start, end), `before` flows
-    into the file); a damaged file raises IngestError after the flows before it.
-
-    Each record is read with mitmproxy's own tnetstring reader and migrated from older mitmproxy versions by
-    its `compat` module, as `io.FlowReader` does, but the exchange is taken straight from the saved state:
-    building `HTTPFlow` objects was a third of the time ingest took (docs/performance.md).
-    """
-    with open(path, "rb") as f:
-        f.seek(start)
-        count, offset = before, start
-        while end is None or offset < end:
-            try:
-                state = tnetstring.load(f)
-            except ValueError as e:
-                if str(e) == "not a tnetstring: empty file":
-                    return  # the end of the file
-                raise _damaged(path, offset, count, f"{e}; the file looks truncated or corrupt") from e
-            except (TypeError, IndexError, KeyError) as e:  # tnetstring surprises on damaged input
-                raise _damaged(path, offset, count, f"unreadable flow: {e}") from e
-            try:
-                if not isinstance(state, dict):
-                    raise ValueError(f"a {type(state).__name__}, not a flow")
-                state = cast(dict[str, Any], compat.migrate_flow(state))  # a flow state has str keys
-                exchange = exchange_from_state(state, max_body, "ingest") if state.get("type") == "http" else None
-            except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
-                raise _damaged(path, offset, count, f"unreadable flow ({type(e).__name__}: {e})") from e
-            count += 1
-            offset = f.tell()
-            if exchange is not None:
-                yield exchange
-
-
-def _damaged(path: Path, offset: int, count: int, reason: str) -> IngestError:
-    return IngestError(path, f"byte {offset} (after flow {count})", reason)
-
-
-def read_har(path: Path, max_body: int = DEFAULT_MAX_BODY) -> Iterator[HttpExchange]:
-    try:
-        doc = json.loads(path.read_bytes().decode("utf-8-sig"))
-    except UnicodeDecodeError as e:
-        raise IngestError(path, f"byte {e.start}", "not UTF-8 text, so not a HAR file") from e
-    except json.JSONDecodeError as e:
-        raise IngestError(path, f"line {e.lineno} column {e.colno}", f"invalid JSON ({e.msg})") from e
-    entries = doc.get("log", {}).get("entries") if isinstance(doc, dict) else None
-    if not isinstance(entries, list):
-        raise IngestError(path, "log.entries", "missing; this is not a HAR file")
-    for i, entry in enumerate(entries):
-        try:
-            flow = har.request_to_flow(entry)
-            _har_times(flow, entry)
-        except Exception as e:  # the library raises whatever the malformed entry provokes
-            raise IngestError(path, f"log.entries[{i}]", f"malformed entry ({type(e).__name__}: {e})") from e
-        yield exchange_from_flow(flow, max_body=max_body, source="ingest")
-
-
-def _har_times(flow: http.HTTPFlow, entry: dict[str, Any]) -> None:
-    start = datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00")).timestamp()
-    timings = entry.get("timings") or {}
-    before = sum(max(0.0, float(timings.get(k) or 0)) for k in ("blocked", "dns", "connect", "send", "wait"))
-    flow.request.timestamp_start = start
-    flow.request.timestamp_end = start
-    if flow.response is not None:
-        flow.response.timestamp_start = start + before / 1000.0
-        flow.response.timestamp_end = start + float(entry.get("time") or 0) / 1000.0
-
-
-PART_BYTES = 8 * 1024 * 1024  # flow files larger than this are split into parts ingested in parallel
+    duplicates: int = 0  # flows whose exchange was already in the dataset or earlier in the input
+    not_stored: int = 0  # exchanges whose response body the capture does not hold (streamed, not stored)
+    unwritten: int = 0  # rows that could not be written (the disk failed) and are lost
+    waiting: dict[Path, int] = field(default_factory=dict)  # journal directory -> rows waiting for `recover`
+    write_error: str | None = None  # why writing stopped
+    interrupted: bool = False
+    parquet_files: int = 0
 
 
 @dataclass(frozen=True)
@@ -125,6 +73,25 @@ class Part:
     before: int = 0
     har: bool = False
 
+    def size(self) -> int:
+        return (self.end if self.end is not None else self.path.stat().st_size) - self.start
+
+
+def kind(path: Path) -> str:
+    """ "flows" or "har"; IngestError when the file is neither (or cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+    except OSError as e:
+        raise IngestError(path, "byte 0", f"cannot read it ({e.strerror or e})") from e
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text.startswith(b"{"):
+        return "har"
+    colon = head.find(b":")
+    if (0 < colon <= 20 and head[:colon].isdigit()) or not head:
+        return "flows"
+    raise IngestError(path, "byte 0", NOT_A_CAPTURE)
+
 
 def split_flow_file(path: Path, part_bytes: int = PART_BYTES) -> list[Part]:
     """Cut a flow file at record boundaries into parts of about `part_bytes`, reading only the records'
@@ -136,13 +103,13 @@ def split_flow_file(path: Path, part_bytes: int = PART_BYTES) -> list[Part]:
     with open(path, "rb") as f:
         while offset < size:
             f.seek(offset)
-            head = f.read(16)
+            head = f.read(21)
             colon = head.find(b":")
             if colon <= 0 or not head[:colon].isdigit():
                 break
             offset += colon + 1 + int(head[:colon]) + 1
             count += 1
-            if offset - start >= part_bytes:
+            if offset - start >= part_bytes and offset < size:
                 parts.append(Part(path, start, offset, before))
                 start, before = offset, count
     if start < size or not parts:
@@ -150,41 +117,202 @@ def split_flow_file(path: Path, part_bytes: int = PART_BYTES) -> list[Part]:
     return parts
 
 
-def _read_part(part: Part, max_body: int) -> Iterator[HttpExchange]:
-    if part.har:
-        yield from read_har(part.path, max_body)
-    else:
-        yield from read_flow_file(part.path, max_body, part.start, part.end, part.before)
+def plan(paths: list[Path], kinds: dict[Path, str], jobs: int, part_bytes: int = PART_BYTES) -> list[list[Part]]:
+    """The input as `jobs` (or fewer) contiguous shares of about equal bytes, one per process."""
+    total = sum(p.stat().st_size for p in paths)
+    if jobs <= 1 or total <= part_bytes:
+        return [[Part(p, har=kinds[p] == "har") for p in paths]]
+    share = -(-total // jobs)
+    pieces: list[Part] = []
+    for p in paths:
+        if kinds[p] == "har":
+            pieces.append(Part(p, har=True))
+        else:
+            pieces.extend(split_flow_file(p, min(part_bytes, max(1, share // 4))))
+    groups: list[list[Part]] = [[]]
+    filled = 0
+    for piece in pieces:
+        if filled >= share and len(groups) < jobs:
+            groups.append([])
+            filled = 0
+        groups[-1].append(piece)
+        filled += piece.size()
+    return [g for g in groups if g]
 
 
-def _ingest_parts(parts: list[Part], out: Path, policy: TextPolicy, max_body: int, progress: Any) -> IngestResult:
-    """One writer for these parts, in this process."""
-    result = IngestResult()
-    writer = DatasetWriter(out, flush_interval=5.0, rollover_rows=1_000_000, rollover_seconds=3600)
-    writer.start(thread=False)
-    try:
-        for part in parts:
+class _Writer(DatasetWriter):
+    """The dataset writer, run inline, journaling in batches of bounded size (not only every flush interval)."""
+
+    def flush_now(self) -> None:
+        self._flush_and_roll()
+
+    @property
+    def failing(self) -> bool:
+        return self._failing
+
+
+class _StopWriting(Exception):
+    pass
+
+
+@dataclass
+class _Share:
+    """What one process ingests, and what it reports back (picklable)."""
+
+    parts: list[Part]
+    out: Path
+    policy: TextPolicy
+    max_body: int
+    known: np.ndarray
+    redaction: Redaction = NO_OPERATOR_PATTERNS
+    before: list[Part] = field(default_factory=list)  # flow-file parts of earlier shares: their ids are taken
+    result: IngestResult = field(default_factory=IngestResult)
+    slot: int = -1
+
+
+_PROGRESS: Any = None  # shared counters of a worker process: bytes read, flows, per share
+
+
+def _init_worker(progress: Any) -> None:
+    global _PROGRESS
+    _PROGRESS = progress
+    if "pandas" not in sys.modules:  # a worker process only ingests
+        sys.meta_path.insert(0, _NoPandas())
+
+
+class _Run:
+    """Ingest of one share in this process: read, skip duplicates, extract, write in bounded batches."""
+
+    def __init__(self, share: _Share, report: Callable[[int, int], None] | None) -> None:
+        self.share, self.report = share, report
+        self.result = share.result
+        self.seen = SeenIds(share.known)
+        for part in share.before:
+            for fid in flowfile.ids(part.path, part.start, part.end):
+                self.seen.add(digest(fid))
+        self.writer: _Writer | None = None
+        self.done_bytes = 0  # of parts finished
+        self.batch_n = self.batch_bytes = 0
+
+    def run(self) -> IngestResult:
+        try:
+            for part in self.share.parts:
+                try:
+                    self._part(part)
+                except IngestError as e:
+                    self.result.errors.append(e)
+                self.done_bytes += part.size()
+        except _StopWriting:
+            pass
+        except KeyboardInterrupt:
+            self.result.interrupted = True
+        finally:
+            self._close()
+        return self.result
+
+    def _part(self, part: Part) -> None:
+        if part.har:
+            hpos = harfile.HarPosition()
+            self._read(_har_exchanges(part.path, self.share.max_body, hpos), lambda: hpos.offset)
+        else:
+            fpos = flowfile.Position(flows=part.before)
+            source = flowfile.read(part.path, self.share.max_body, part.start, part.end, fpos)
             try:
-                for ex in _read_part(part, max_body):
-                    result.flows += 1
-                    extraction = extract(ex, policy)
-                    if extraction is not None:
-                        result.exchanges += 1
-                        writer.write(extraction)
-                    if progress is not None and result.flows % 1000 == 0:
-                        progress(part.path, result.flows)
-            except IngestError as e:
-                result.errors.append(e)
-    finally:
-        writer.close()
-    return result
+                self._read(source, lambda: fpos.offset - part.start)
+            except flowfile.Damaged as e:
+                reason = f"{e.reason}; {NOT_A_CAPTURE}" if e.offset == 0 else e.reason
+                raise IngestError(part.path, f"byte {e.offset} (after flow {fpos.flows})", reason) from e
+        if self.report is not None:
+            self.report(self.done_bytes + part.size(), self.result.flows)
+
+    def _read(self, source: Iterator[HttpExchange], where: Callable[[], int]) -> None:
+        for n, ex in enumerate(source, 1):
+            self.result.flows += 1
+            self._one(ex)
+            if n % 256 == 0 and self.report is not None:
+                self.report(self.done_bytes + where(), self.result.flows)
+
+    def _one(self, ex: HttpExchange) -> None:
+        if not self.seen.add(digest(ex.id)):
+            self.result.duplicates += 1
+            return
+        extraction = extract(ex, self.share.policy, redaction=self.share.redaction)
+        if extraction is None:
+            return
+        if NOT_STORED in extraction.exchange["anomalies"]:
+            self.result.not_stored += 1
+            extraction.exchange["complete"] = False  # a stream whose events the capture lacks is not a complete one
+            if extraction.exchange["streamed"]:
+                extraction.exchange["sse_events"] = None
+        self.result.exchanges += 1
+        self._write(extraction, (ex.bytes_in or 0) + (ex.bytes_out or 0))
+
+    def _write(self, extraction: Extraction, size: int) -> None:
+        if self.writer is None:
+            self.writer = _Writer(
+                self.share.out,
+                flush_interval=1.0,
+                rollover_rows=ROLLOVER_ROWS,
+                rollover_seconds=24 * 3600,
+                rollover_bytes=ROLLOVER_BYTES,
+            )
+            self.writer.start(thread=False)
+        self.writer.write(extraction)
+        self.batch_n += 1
+        self.batch_bytes += size
+        if self.batch_n >= BATCH_EXCHANGES or self.batch_bytes >= BATCH_BYTES:
+            self.writer.flush_now()
+            self.batch_n = self.batch_bytes = 0
+            if self.writer.failing:  # the disk is full or failing: stop reading rather than hold rows in memory
+                self.result.write_error = f"cannot write to {self.share.out}"
+                raise _StopWriting
+
+    def _close(self) -> None:
+        w = self.writer
+        if w is None:
+            return
+        w.close()
+        self.result.parquet_files += w.stats.files
+        self.result.unwritten += w.stats.rows_dropped
+        if w.dir.is_dir():  # journals the roll-over could not turn into Parquet: `recover` will
+            rows = 0
+            for path in w.dir.glob("*.arrows"):
+                data, _torn = read_journal(path)
+                rows += data.num_rows if data is not None else 0
+            if rows:
+                self.result.waiting[w.dir] = rows
+        if w.stats.rows_dropped or self.result.waiting:
+            self.result.write_error = self.result.write_error or f"cannot write to {self.share.out}"
 
 
-def _ingest_in_worker(
-    part: Part, out: Path, policy: TextPolicy, max_body: int
-) -> tuple[int, int, list[tuple[Path, str, str]]]:
-    result = _ingest_parts([part], out, policy, max_body, None)
-    return result.flows, result.exchanges, [(e.path, e.position, e.reason) for e in result.errors]
+def _har_exchanges(path: Path, max_body: int, pos: harfile.HarPosition) -> Iterator[HttpExchange]:
+    i = -1
+    try:
+        for i, entry in enumerate(harfile.entries(path, pos)):
+            try:
+                ex = harfile.exchange(entry, max_body)
+            except Exception as e:  # mitmproxy's importer raises whatever a malformed entry provokes
+                raise IngestError(path, f"log.entries[{i}]", f"malformed entry ({type(e).__name__}: {e})") from e
+            yield ex
+    except harfile.HarError as e:
+        position = e.position if i < 0 or not e.position.startswith("log.") else f"log.entries[{i + 1}]"
+        reason = e.reason if pos.started else f"{e.reason}; {NOT_A_CAPTURE}"
+        raise IngestError(path, position, reason) from e
+
+
+def _run_share(share: _Share) -> IngestResult:
+    """In a worker process."""
+    progress = _PROGRESS
+
+    def report(done: int, flows: int) -> None:
+        if progress is not None:
+            progress[2 * share.slot] = done
+            progress[2 * share.slot + 1] = flows
+
+    return _Run(share, report).run()
+
+
+Progress = Callable[[int, int, int], None]  # (bytes read, bytes in all, flows read)
 
 
 def ingest(
@@ -192,35 +320,161 @@ def ingest(
     out: Path,
     policy: TextPolicy,
     max_body: int = DEFAULT_MAX_BODY,
-    progress: Callable[[Path, int], None] | None = None,
+    progress: Progress | None = None,
     jobs: int = 1,
     part_bytes: int = PART_BYTES,
+    redaction: Redaction = NO_OPERATOR_PATTERNS,
 ) -> IngestResult:
-    """Extract every file into `out`. A damaged file is reported and the rest still ingested.
-
-    With `jobs` > 1, flow files are cut into parts of about `part_bytes` and the parts ingested by that many
-    processes, each with its own writer into the same dataset (writers share a dataset safely); below one
-    part's worth of input everything stays in this process.
-    """
-    parts: list[Part] = []
-    for path in paths:
-        if _is_har(path):
-            parts.append(Part(path, har=True))
-        else:  # cut only when there are processes to share the parts
-            parts.extend(split_flow_file(path, part_bytes) if jobs > 1 else [Part(path)])
-    if jobs <= 1 or len(parts) <= 1:
-        result = _ingest_parts(parts, out, policy, max_body, progress)
-        result.files = len(paths)
-        return result
+    """Extract every file into `out`, skipping exchanges already there. A damaged file is reported (everything
+    readable before the damage is kept) and the rest still ingested; a file that is not a capture is reported
+    and nothing is created for it. With `jobs` > 1, the input is shared among that many processes.
+    `redaction` carries the operator's own patterns (`Redaction.from_patterns`); the built-in credential
+    shapes are always redacted."""
     result = IngestResult(files=len(paths))
+    kinds: dict[Path, str] = {}
+    for p in paths:
+        try:
+            kinds[p] = kind(p)
+        except IngestError as e:
+            result.errors.append(e)
+    readable = [p for p in paths if p in kinds]
+    if not readable:
+        return result
+    total = sum(p.stat().st_size for p in readable)
+    known = dataset_ids(out)
+    groups = plan(readable, kinds, jobs, part_bytes)
+    if len(groups) == 1:
+        share = _Share(groups[0], out, policy, max_body, known, redaction)
+        report = (lambda done, flows: progress(done, total, flows)) if progress is not None else None
+        _merge(result, _Run(share, report).run())
+        return result
+    return _parallel(groups, _Share([], out, policy, max_body, known, redaction), progress, total, result)
+
+
+def _parallel(
+    groups: list[list[Part]],
+    like: _Share,
+    progress: Progress | None,
+    total: int,
+    result: IngestResult,
+) -> IngestResult:
     context = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        futures = [pool.submit(_ingest_in_worker, part, out, policy, max_body) for part in parts]
-        for part, future in zip(parts, futures, strict=True):
-            flows, exchanges, errors = future.result()
-            result.flows += flows
-            result.exchanges += exchanges
-            result.errors.extend(IngestError(*e) for e in errors)
+    counters = context.Array("q", 2 * len(groups), lock=False)
+    shares = []
+    for i, group in enumerate(groups):
+        earlier = [p for g in groups[:i] for p in g if not p.har]
+        shares.append(replace(like, parts=group, before=earlier, slot=i, result=IngestResult()))
+    pool = ProcessPoolExecutor(len(groups), mp_context=context, initializer=_init_worker, initargs=(counters,))
+    try:
+        futures = [pool.submit(_run_share, s) for s in shares]
+        pending = set(futures)
+        while pending:
+            _done, pending = wait(pending, timeout=0.25, return_when=FIRST_EXCEPTION)
             if progress is not None:
-                progress(part.path, result.flows)
+                progress(sum(counters[0::2]), total, sum(counters[1::2]))
+        for f in futures:
+            _merge(result, f.result())
+    except KeyboardInterrupt:
+        result.interrupted = True
+        pool.shutdown(wait=True, cancel_futures=True)  # each worker rolls what it read into Parquet
+        for f in futures:
+            if f.done() and not f.cancelled() and f.exception() is None:
+                _merge(result, f.result())
+    finally:
+        pool.shutdown(wait=True)
     return result
+
+
+def _merge(into: IngestResult, part: IngestResult) -> None:
+    into.flows += part.flows
+    into.exchanges += part.exchanges
+    into.errors.extend(part.errors)
+    into.duplicates += part.duplicates
+    into.not_stored += part.not_stored
+    into.unwritten += part.unwritten
+    into.waiting.update(part.waiting)
+    into.write_error = into.write_error or part.write_error
+    into.interrupted = into.interrupted or part.interrupted
+    into.parquet_files += part.parquet_files
+
+
+def report_lines(result: IngestResult, out: Path) -> list[tuple[str, str]]:
+    """What `converse-tap ingest` says about `result`: (level, text) pairs, level "info", "warning" or "error"."""
+    lines: list[tuple[str, str]] = []
+    if result.not_stored:
+        lines.append(
+            (
+                "warning",
+                f"{result.not_stored} response(s) have no body in the capture (streamed responses saved without "
+                "`--set store_streamed_bodies=true`): their exchanges are recorded incomplete, with the anomaly "
+                f"{NOT_STORED}; capture with that option to record their events",
+            )
+        )
+    if result.write_error or result.unwritten or result.waiting:
+        waiting = sum(result.waiting.values())
+        text = f"{result.write_error or 'writing failed'}: {result.unwritten} rows were not written and are lost"
+        if waiting:
+            dirs = ", ".join(str(d) for d in result.waiting)
+            text += f"; {waiting} rows wait in {dirs}: run `converse-tap recover {out}` once there is space"
+        text += (
+            f". Of {result.exchanges} exchanges read, the rest are in {out}; free space and run the same ingest "
+            "again (exchanges already present are skipped)"
+        )
+        lines.append(("error", text))
+    elif result.interrupted:
+        lines.append(
+            (
+                "error",
+                f"interrupted after {result.flows} flows: what was read is in {out}; the rest of the input is not. "
+                "Run the same ingest again to complete it (exchanges already present are skipped)",
+            )
+        )
+    else:
+        dup = f"; {result.duplicates} flows were already present and skipped" if result.duplicates else ""
+        readable = result.files - len({e.path for e in result.errors if e.reason.endswith(NOT_A_CAPTURE)})
+        lines.append(
+            (
+                "info",
+                f"ingested {result.flows} flows from {readable} file(s): {result.exchanges} new A2A exchanges into "
+                f"{out}{dup}",
+            )
+        )
+    lines.extend(("error", str(e)) for e in result.errors)
+    return lines
+
+
+class _NoPandas:
+    """A finder that keeps pandas out of an ingest process: pyarrow imports it (1.5 s, ~40 MiB) only to ask
+    whether a value is a pandas object, which ingest rows never are."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas":
+            raise ModuleNotFoundError("pandas is kept out of ingest processes", name=name)
+
+
+@contextlib.contextmanager
+def without_pandas() -> Iterator[None]:
+    """While ingesting in a process that has not loaded pandas, keep it from being loaded."""
+    if "pandas" in sys.modules:
+        yield
+        return
+    finder = _NoPandas()
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+
+
+def forget_dataset(out: Path) -> None:
+    """Remove a dataset directory this ingest created and wrote nothing into (its salt, empty folders)."""
+    from .store.files import SALT_FILE, TEXT_POLICY_FILE
+
+    for name in (SALT_FILE, TEXT_POLICY_FILE):
+        with contextlib.suppress(OSError):
+            (out / name).unlink(missing_ok=True)
+    for d in sorted((p for p in out.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            d.rmdir()
+    with contextlib.suppress(OSError):
+        out.rmdir()

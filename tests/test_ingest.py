@@ -1,7 +1,13 @@
 import itertools
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 from click.testing import CliRunner
 from mitmproxy import io
 
@@ -58,7 +64,7 @@ def _entry(text: str = "hi", url: str = "http://agent.test/a2a") -> dict:
 
 def test_flow_file_and_har(tmp_path: Path) -> None:
     _flow_file(tmp_path / "a.mitm", 3)
-    _har(tmp_path / "b.har", [_entry(), _entry()])
+    _har(tmp_path / "b.har", [_entry("one"), _entry("two")])
     result = ingest([tmp_path / "a.mitm", tmp_path / "b.har"], tmp_path / "out", TextPolicy())
     assert (result.files, result.flows, result.exchanges, result.errors) == (2, 5, 5, [])
     ex = load(tmp_path / "out", "exchanges")
@@ -148,3 +154,248 @@ def test_parallel_parts_give_the_same_dataset_and_the_same_damage_report(tmp_pat
     for table, key in (("exchanges", ["exchange_id"]), ("messages", ["exchange_id", "seq"])):
         a, b = (load(tmp_path / d, table).sort_values(key).reset_index(drop=True) for d in ("one", "many"))
         assert len(a) >= 40 and a.equals(b), table
+
+
+# -- issue 14: counted once, loud about what the capture lacks, clear about non-captures ---------------------
+
+
+def test_reingest_and_a_flow_twice_add_no_duplicate_rows(tmp_path: Path) -> None:
+    _flow_file(tmp_path / "a.mitm", 5)
+    data = (tmp_path / "a.mitm").read_bytes()
+    (tmp_path / "twice.mitm").write_bytes(data + data[: len(data) // 5])  # the first flow again
+    first = ingest([tmp_path / "twice.mitm"], tmp_path / "out", TextPolicy())
+    assert (first.flows, first.exchanges, first.duplicates) == (6, 5, 1)
+    again = ingest([tmp_path / "a.mitm"], tmp_path / "out", TextPolicy())
+    assert (again.flows, again.exchanges, again.duplicates) == (5, 0, 5)
+    assert len(load(tmp_path / "out", "exchanges")) == 5
+    r = CliRunner().invoke(cli, ["ingest", str(tmp_path / "a.mitm"), "--out", str(tmp_path / "out")])
+    assert r.exit_code == 0 and "5 flows were already present and skipped" in r.stderr
+
+
+def test_a_duplicate_across_parallel_shares_is_skipped(tmp_path: Path) -> None:
+    _flow_file(tmp_path / "a.mitm", 40)
+    data = (tmp_path / "a.mitm").read_bytes()
+    (tmp_path / "twice.mitm").write_bytes(data + data)  # the second copy falls to the second process
+    result = ingest([tmp_path / "twice.mitm"], tmp_path / "out", TextPolicy(), jobs=2, part_bytes=len(data) // 2)
+    assert (result.flows, result.exchanges, result.duplicates) == (80, 40, 40)
+    assert load(tmp_path / "out", "exchanges")["exchange_id"].is_unique
+
+
+def test_the_same_har_twice_adds_nothing(tmp_path: Path) -> None:
+    _har(tmp_path / "b.har", [_entry("one"), _entry("two")])
+    assert ingest([tmp_path / "b.har"], tmp_path / "out", TextPolicy()).exchanges == 2
+    again = ingest([tmp_path / "b.har"], tmp_path / "out", TextPolicy())
+    assert (again.exchanges, again.duplicates) == (0, 2)
+
+
+def test_streamed_bodies_not_stored_are_flagged_not_complete(tmp_path: Path) -> None:
+    from tests.factories import jsonrpc_request, sse_body, status_event
+
+    path = tmp_path / "nostore.mitm"
+    with open(path, "wb") as f:
+        w = io.FlowWriter(f)
+        for i in range(3):
+            flow = a2a_flow(
+                body=jsonrpc_request("SendStreamingMessage"),
+                response=sse_body(status_event("TASK_STATE_COMPLETED", agent_message(f"s{i}"))),
+                content_type="text/event-stream",
+            )
+            if i < 2:
+                assert flow.response is not None
+                flow.response.data.content = None  # as mitmdump saves a stream without store_streamed_bodies
+            w.add(flow)
+    r = CliRunner().invoke(cli, ["ingest", str(path), "--out", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.stderr
+    assert "2 response(s) have no body" in r.stderr and "store_streamed_bodies=true" in r.stderr
+    ex = load(tmp_path / "out", "exchanges").sort_values("complete")
+    assert list(ex["complete"]) == [False, False, True]
+    assert ["response_body_not_stored" in a for a in ex["anomalies"]] == [True, True, False]
+    assert ex["sse_events"].isna().tolist() == [True, True, False]
+
+
+def test_non_captures_are_named_and_nothing_is_created(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello, this is not a capture\n")
+    (tmp_path / "data.json").write_text('{"rows": [1, 2, 3]}')
+    (tmp_path / "bytes.bin").write_bytes(b"12:not a flow,")
+    for name in ("notes.txt", "data.json", "bytes.bin"):
+        out = tmp_path / f"out-{name}"
+        r = CliRunner().invoke(cli, ["ingest", str(tmp_path / name), "--out", str(out)])
+        assert r.exit_code == 2, (name, r.stderr)
+        assert f"{tmp_path / name}: " in r.stderr and "not a mitmproxy flow file or HAR" in r.stderr
+        assert "Traceback" not in r.stderr and not out.exists()
+
+
+def test_a_non_capture_among_captures_is_reported_and_the_rest_ingested(tmp_path: Path) -> None:
+    _flow_file(tmp_path / "a.mitm", 2)
+    (tmp_path / "notes.txt").write_text("not a capture")
+    r = CliRunner().invoke(
+        cli, ["ingest", str(tmp_path / "a.mitm"), str(tmp_path / "notes.txt"), "--out", str(tmp_path / "out")]
+    )
+    assert r.exit_code == 1 and "notes.txt: byte 0: not a mitmproxy flow file or HAR" in r.stderr
+    assert len(load(tmp_path / "out", "exchanges")) == 2
+
+
+# -- issue 12: hostile files -------------------------------------------------------------------------------
+
+
+def test_absurd_record_length_keeps_what_came_before(tmp_path: Path) -> None:
+    _flow_file(tmp_path / "a.mitm", 2)
+    good = (tmp_path / "a.mitm").read_bytes()
+    (tmp_path / "absurd.mitm").write_bytes(good + b"99999999999999999999:" + b"x" * 100)
+    r = CliRunner().invoke(cli, ["ingest", str(tmp_path / "absurd.mitm"), "--out", str(tmp_path / "out")])
+    assert r.exit_code == 1 and "Traceback" not in r.stderr
+    assert f"{tmp_path / 'absurd.mitm'}: byte {len(good)} (after flow 2): " in r.stderr
+    assert len(load(tmp_path / "out", "exchanges")) == 2
+
+
+def test_har_timings_that_cannot_be_represented_become_null(tmp_path: Path) -> None:
+    odd = []
+    for i, (time_, wait) in enumerate([(float("inf"), 1), (1e300, 1e300), ("soon", 5), (12.5, float("-inf"))]):
+        e = _entry(f"t{i}")
+        e["time"], e["timings"]["wait"] = time_, wait
+        odd.append(e)
+    path = tmp_path / "odd.har"
+    path.write_text(json.dumps({"log": {"entries": [*odd, _entry("fine")]}}))  # json writes Infinity
+    assert "Infinity" in path.read_text()
+    result = ingest([path], tmp_path / "out", TextPolicy())
+    assert (result.exchanges, result.errors) == (5, [])
+    ex = load(tmp_path / "out", "exchanges")
+    flagged = ex[[any(a.startswith("har_timing_unrepresentable") for a in row) for row in ex["anomalies"]]]
+    assert len(flagged) == 4
+    assert flagged["ts_end"].isna().sum() == 3  # infinite, 1e300, "soon"; the fourth keeps its total time
+    assert ex["ts_start"].notna().all()
+
+
+def test_a_gzip_bomb_in_a_flow_file_costs_only_its_exchange(tmp_path: Path) -> None:
+    import gzip
+    import subprocess
+    import sys
+
+    bomb = gzip.compress(b"\0" * (256 * 1024 * 1024), compresslevel=9)
+    path = tmp_path / "bomb.mitm"
+    with open(path, "wb") as f:
+        w = io.FlowWriter(f)
+        w.add(a2a_flow(response=jsonrpc_result({"message": agent_message("before")})))
+        w.add(a2a_flow(response=bomb, response_headers={"content-encoding": "gzip"}))
+        w.add(a2a_flow(response=jsonrpc_result({"message": agent_message("after")})))
+    code = (
+        "import sys; from pathlib import Path; from converse_tap.ingest import ingest;"
+        "from converse_tap.a2a.redact import TextPolicy;"
+        "r = ingest([Path(sys.argv[1])], Path(sys.argv[2]), TextPolicy()); print(r.exchanges, len(r.errors));"
+        "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(path), str(tmp_path / "out")], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    counts, peak_kib = proc.stdout.split("\n")[:2]
+    assert counts == "3 0"
+    assert int(peak_kib) < 256 * 1024  # the bomb inflates to 256 MiB; ingest stops at 16 MiB of it
+    ex = load(tmp_path / "out", "exchanges")
+    assert sum(any(a.startswith("response_body_too_large_decoded") for a in row) for row in ex["anomalies"]) == 1
+    assert len(load(tmp_path / "out", "messages")) >= 4  # both neighbours' requests and replies
+
+
+def _cli_process(args: list[str], fsize: int | None = None, **kw: Any) -> subprocess.Popen[str]:
+    """`converse-tap ARGS` in its own process; `fsize` caps the size of any file it writes (RLIMIT_FSIZE),
+    the way a full disk stops a write part-way."""
+    code = "import sys; from converse_tap.cli import cli; sys.argv[0] = 'converse-tap'; cli()"
+    if fsize is not None:
+        code = (
+            "import resource, signal; signal.signal(signal.SIGXFSZ, signal.SIG_IGN);"
+            f"resource.setrlimit(resource.RLIMIT_FSIZE, ({fsize}, {fsize}));" + code
+        )
+    return subprocess.Popen([sys.executable, "-c", code, *args], text=True, **kw)
+
+
+def _journaled(journals: Path) -> bool:
+    """Whether a complete batch of exchanges rows has reached a journal."""
+    from converse_tap.store.files import read_journal
+
+    for path in journals.glob("*/exchanges-*.arrows"):
+        data, _torn = read_journal(path)
+        if data is not None and data.num_rows:
+            return True
+    return False
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.captures import write_capture
+
+    return write_capture(tmp_path_factory.mktemp("capture") / "capture.mitm", 3000)
+
+
+def test_disk_full_says_what_was_not_written(tmp_path: Path, capture: Path) -> None:
+    out = tmp_path / "out"
+    proc = _cli_process(
+        ["ingest", str(capture), "--out", str(out), "--jobs", "1"], fsize=1 << 20, stderr=subprocess.PIPE
+    )
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err
+    assert "ingested" not in err and "Traceback" not in err
+    assert f"Error: cannot write to {out}: " in err and "rows were not written" in err
+    lost = int(err.split(f"Error: cannot write to {out}: ")[1].split(" rows")[0])
+    written = len(load(out, "exchanges")) if (out / "exchanges").is_dir() else 0
+    assert lost > 0 and written < 3000
+
+
+def test_killed_ingest_is_completed_by_recover_then_ingest(tmp_path: Path, capture: Path) -> None:
+    out = tmp_path / "out"
+    proc = _cli_process(["ingest", str(capture), "--out", str(out), "--jobs", "1"], stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    journals = out / "_journal"
+    while not _journaled(journals):  # wait for rows to reach a journal
+        assert proc.poll() is None and time.monotonic() < deadline, "ingest ended before it journaled"
+        time.sleep(0.01)
+    proc.kill()
+    proc.wait()
+    assert not list(out.rglob("part-*.parquet")) or all(p.stat().st_size > 0 for p in out.rglob("part-*.parquet"))
+    r = CliRunner().invoke(cli, ["recover", str(out)])
+    assert r.exit_code == 0 and not any(journals.glob("*/*.arrows"))
+    recovered = len(load(out, "exchanges"))
+    assert recovered > 0
+    again = ingest([capture], out, TextPolicy())
+    assert again.duplicates == recovered and not again.errors
+    assert load(out, "exchanges")["exchange_id"].is_unique
+    assert len(load(out, "exchanges")) == recovered + again.exchanges
+
+
+def test_interrupted_ingest_keeps_what_it_read_and_says_the_rest_is_missing(tmp_path: Path, capture: Path) -> None:
+    out = tmp_path / "out"
+    proc = _cli_process(["ingest", str(capture), "--out", str(out), "--jobs", "1"], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not _journaled(out / "_journal"):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and "interrupted after" in err and "Run the same ingest again" in err, err
+    assert "Traceback" not in err
+    assert not any((out / "_journal").glob("*/*.arrows"))  # what was read is in Parquet
+    assert 0 < len(load(out, "exchanges")) < 3000
+
+
+def test_progress_bar_on_a_terminal_only(tmp_path: Path, capture: Path) -> None:
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    proc = _cli_process(["ingest", str(capture), "--out", str(tmp_path / "tty")], stderr=slave)
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the terminal closed: the command ended
+            break
+        if not chunk:
+            break
+        seen += chunk
+    proc.wait(timeout=120)
+    os.close(master)
+    text = seen.decode()
+    assert proc.returncode == 0 and "\r[" in text and "flows/s" in text and "ETA" in text and "MiB" in text
+    piped = _cli_process(["ingest", str(capture), "--out", str(tmp_path / "piped")], stderr=subprocess.PIPE)
+    _, err = piped.communicate(timeout=120)
+    assert piped.returncode == 0 and "\r" not in err and "flows/s" not in err and err.startswith("ingested ")

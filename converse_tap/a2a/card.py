@@ -6,14 +6,37 @@ import json
 from typing import Any
 
 from .constants import CONVERSE_URI
+from .redact import NO_OPERATOR_PATTERNS, Redaction, redact_card_json
 
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def card_fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
-    """Flatten a card into the agent_cards columns (without exchange-level fields)."""
+def card_fields(card: Any, anomalies: list[str], redaction: Redaction = NO_OPERATOR_PATTERNS) -> dict[str, Any]:
+    """Flatten a card into the agent_cards columns (without exchange-level fields).
+
+    Every URL it stores (interfaces, MCP endpoint and server card, and any URL inside `card_json`: icons,
+    documentation, provider...) is redacted first.
+    """
+    out = _fields(card, anomalies)
+    for itf in out["interfaces"]:
+        itf["url"] = redaction.maybe_url(itf["url"])
+    out["mcp_url"] = redaction.maybe_url(out["mcp_url"])
+    out["mcp_server_card_url"] = redaction.maybe_url(out["mcp_server_card_url"])
+    if out["card_json"] is not None:
+        out["card_json"] = redact_card_json(card, redaction)
+    if out["description"] is not None:
+        out["description"] = redaction.log_text(out["description"])
+    for t in out["tools"]:
+        if t["input_schema_json"] is not None:
+            t["input_schema_json"] = redact_card_json(json.loads(t["input_schema_json"]), redaction)
+        if t["description"] is not None:
+            t["description"] = redaction.log_text(t["description"])
+    return out
+
+
+def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": None,
         "version": None,
@@ -33,7 +56,7 @@ def card_fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
     if not isinstance(card, dict):
         anomalies.append(f"card_not_object:{type(card).__name__}")
         return out
-    out["card_json"] = json.dumps(card, sort_keys=True, ensure_ascii=False, default=str)
+    out["card_json"] = ""  # set, redacted, by card_fields
     out["name"] = _str(card.get("name"))
     out["version"] = _str(card.get("version"))
     out["description"] = _str(card.get("description"))
@@ -81,7 +104,7 @@ def card_fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
     if decl is None:
         return out
     out["converse_declared"] = True
-    required = decl.get("required")
+    required = decl.get("required", False)  # A2A's AgentExtension: `required` defaults to false
     out["converse_required"] = required if isinstance(required, bool) else None
     if required is True:
         anomalies.append("card_converse_required_true")

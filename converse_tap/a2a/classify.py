@@ -152,6 +152,24 @@ def classify(
     return None
 
 
+def maybe_a2a(method: str, path: str, headers: Headers | Any, body_start: bytes | None) -> bool:
+    """A cheap first look, for the proxy's hot path: could this request be A2A? False only when `classify` would
+    surely say None; True sends the exchange on to be classified for real. Reads the path, a few headers and at
+    most the first 4 KiB of the raw body: no parsing, no decoding."""
+    path = path.split("?", 1)[0]
+    verb = method.upper()
+    if verb == "GET" and _CARD_PATH.match(path):
+        return True
+    if verb == "POST" and ".A2AService/" in path:  # gRPC: /a2a.v1.A2AService/SendMessage (body is protobuf)
+        return True
+    if verb == "POST" and body_start:
+        if b"jsonrpc" in body_start[:4096]:
+            return True
+        if headers.get("content-encoding"):  # a compressed body cannot be peeked at: decoded in the worker
+            return True
+    return any(pattern.match(path) and verb in verbs for pattern, verbs, _, _ in _REST_ROUTES)
+
+
 def _looks_v03(params: Any) -> bool:
     if not isinstance(params, dict):
         return False

@@ -1,13 +1,14 @@
-"""Bounded, incremental Content-Encoding decoding: a compression bomb costs at most `limit` bytes of output.
+"""Bounded, incremental Content-Encoding decoding: a compression bomb costs at most a fixed amount of memory.
 
 gzip, x-gzip, deflate (zlib-wrapped or raw), br and zstd, chained as `Content-Encoding` lists them. zstd goes
 through the module mitmproxy itself uses (`compression.zstd`, or its `backports.zstd` before Python 3.14).
+Decoders hand out their output in pieces of at most `PIECE` bytes, so nothing ever inflates a whole body at once.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable
+from collections.abc import Iterator
 
 import brotli
 
@@ -17,6 +18,10 @@ except ImportError:  # pragma: no cover
     from backports import zstd
 
 ENCODINGS = ("gzip", "x-gzip", "deflate", "br", "zstd", "identity")
+PIECE = 1 << 20
+# RFC 9659: HTTP zstd decoders need windows of at most 8 MB, and a larger one is how a frame makes the decoder
+# allocate up to 2 GiB before it yields a byte
+ZSTD_WINDOW_LOG_MAX = 23
 
 
 class TooLarge(ValueError):
@@ -28,11 +33,14 @@ class TooLarge(ValueError):
 
 
 class _Stage:
-    """One encoding's decompressor; `feed` returns at most `room` bytes and raises TooLarge past it."""
+    """One encoding's decompressor: `pieces(data)` yields its output in pieces of at most PIECE bytes."""
 
     def __init__(self, encoding: str) -> None:
+        if encoding not in ENCODINGS:
+            raise ValueError(f"unsupported content-encoding {encoding!r}")
         self.encoding = encoding
         self._raw_deflate = False
+        self._fresh = True
         self._obj = self._new()
 
     def _new(self):
@@ -43,60 +51,67 @@ class _Stage:
             return zlib.decompressobj(-zlib.MAX_WBITS if self._raw_deflate else zlib.MAX_WBITS)
         if e == "br":
             return brotli.Decompressor()
-        if e == "zstd":
-            return zstd.ZstdDecompressor()
-        raise ValueError(f"unsupported content-encoding {e!r}")
+        return _zstd_decompressor()
 
-    def feed(self, data: bytes, room: int) -> bytes:
-        """Decode `data`; the output may not exceed `room` bytes (room + 1 is asked for, to notice the excess)."""
+    def pieces(self, data: bytes) -> Iterator[bytes]:
         e = self.encoding
         if e == "br":
-            return self._brotli(data, room)
-        if e == "zstd":
-            return self._zstd(data, room)
+            yield from self._brotli(data)
+        elif e == "zstd":
+            yield from self._zstd(data)
+        else:
+            yield from self._zlib(data)
+
+    def _zlib(self, data: bytes) -> Iterator[bytes]:
+        obj = self._obj
         try:
-            return self._zlib(data, room)
+            out = obj.decompress(data, PIECE)
         except zlib.error:
-            if e == "deflate" and not self._raw_deflate and self._fresh:
-                self._raw_deflate = True  # servers that send raw deflate under the name "deflate"
-                self._obj = self._new()
-                return self._zlib(data, room)
-            raise
-
-    _fresh = True
-
-    def _zlib(self, data: bytes, room: int) -> bytes:
-        out = self._obj.decompress(data, room + 1)
+            if self.encoding != "deflate" or self._raw_deflate or not self._fresh:
+                raise
+            self._raw_deflate = True  # servers that send raw deflate under the name "deflate"
+            self._obj = obj = self._new()
+            out = obj.decompress(data, PIECE)
         self._fresh = False
-        if len(out) > room or self._obj.unconsumed_tail:
-            raise TooLarge(room)
-        return out
+        while True:
+            if out:
+                yield out
+            if not obj.unconsumed_tail:
+                return
+            out = obj.decompress(obj.unconsumed_tail, PIECE)
 
-    def _brotli(self, data: bytes, room: int) -> bytes:
+    def _brotli(self, data: bytes) -> Iterator[bytes]:
         obj = self._obj
-        out = obj.process(data, output_buffer_limit=room + 1)
-        if len(out) > room or not obj.can_accept_more_data():
-            raise TooLarge(room)
-        return out
+        out = obj.process(data, output_buffer_limit=PIECE)
+        while True:
+            if out:
+                yield out
+            if obj.can_accept_more_data() or obj.is_finished():
+                return
+            out = obj.process(b"", output_buffer_limit=PIECE)
 
-    def _zstd(self, data: bytes, room: int) -> bytes:
-        obj = self._obj
-        if obj.eof:  # a second frame: zstd allows concatenated frames
-            unused = obj.unused_data
-            self._obj = obj = zstd.ZstdDecompressor()
-            data = unused + data
-        out = obj.decompress(data, max_length=room + 1)
-        if len(out) > room or (not obj.needs_input and not obj.eof):
-            raise TooLarge(room)
-        if obj.eof and obj.unused_data:
-            rest = obj.unused_data
-            self._obj = zstd.ZstdDecompressor()
-            out += self._zstd(rest, room - len(out))
-        return out
+    def _zstd(self, data: bytes) -> Iterator[bytes]:
+        while data:
+            obj = self._obj
+            if obj.eof:  # concatenated frames are allowed
+                self._obj = obj = _zstd_decompressor()
+            out = obj.decompress(data, max_length=PIECE)
+            while True:
+                if out:
+                    yield out
+                if obj.needs_input or obj.eof:
+                    break
+                out = obj.decompress(b"", max_length=PIECE)
+            data = obj.unused_data if obj.eof else b""
+
+
+def _zstd_decompressor():
+    return zstd.ZstdDecompressor(options={zstd.DecompressionParameter.window_log_max: ZSTD_WINDOW_LOG_MAX})
 
 
 class Inflater:
-    """Feed compressed chunks, get decoded bytes; the total decoded never exceeds `limit`.
+    """Feed compressed chunks, get decoded bytes in pieces; the total decoded never exceeds `limit` (None: no
+    total limit, for long streams: memory stays bounded by the piece size all the same).
 
     Raises TooLarge once the decoded body would pass `limit` (and on every later feed), ValueError for an
     unsupported encoding (at construction) or corrupt data.
@@ -104,37 +119,43 @@ class Inflater:
 
     __slots__ = ("_stages", "failed", "limit", "total")
 
-    def __init__(self, content_encoding: str, limit: int) -> None:
+    def __init__(self, content_encoding: str, limit: int | None) -> None:
         names = [e.strip().lower() for e in content_encoding.split(",") if e.strip()]
-        names = [e for e in names if e != "identity"]
         # the last applied encoding is listed last and is undone first
-        self._stages = [_Stage(e) for e in reversed(names)]
+        self._stages = [_Stage(e) for e in reversed(names) if e != "identity"]
         self.limit = limit
         self.total = 0
-        self.failed: BaseException | None = None
+        self.failed: ValueError | None = None
 
     @property
     def identity(self) -> bool:
         return not self._stages
 
-    def feed(self, data: bytes) -> bytes:
+    def pieces(self, data: bytes) -> Iterator[bytes]:
         if self.failed is not None:
             raise self.failed
         try:
-            for stage in self._stages:
-                if not data:
-                    return b""
-                data = stage.feed(data, self.limit - self.total)
-            if self.total + len(data) > self.limit:
-                raise TooLarge(self.limit)
+            for piece in self._chain(data, 0):
+                self.total += len(piece)
+                if self.limit is not None and self.total > self.limit:
+                    raise TooLarge(self.limit)
+                yield piece
         except TooLarge as e:
-            self.failed = TooLarge(self.limit)
-            raise self.failed from e
+            self.failed = e
+            raise
         except (zlib.error, brotli.error, zstd.ZstdError, EOFError) as e:
             self.failed = ValueError(f"cannot decode {self._names()}: {e}")
             raise self.failed from e
-        self.total += len(data)
-        return data
+
+    def _chain(self, data: bytes, i: int) -> Iterator[bytes]:
+        if i == len(self._stages):
+            yield data
+            return
+        for piece in self._stages[i].pieces(data):
+            yield from self._chain(piece, i + 1)
+
+    def feed(self, data: bytes) -> bytes:
+        return b"".join(self.pieces(data))
 
     def _names(self) -> str:
         return ", ".join(s.encoding for s in reversed(self._stages))
@@ -150,7 +171,14 @@ def inflate(raw: bytes, content_encoding: str, limit: int) -> bytes:
     return inflater.feed(raw)
 
 
-def decoder(content_encoding: str, limit: int) -> Callable[[bytes], bytes] | None:
-    """`Inflater(...).feed`, or None for an identity (or empty) encoding."""
-    inflater = Inflater(content_encoding, limit)
-    return None if inflater.identity else inflater.feed
+def decoded_prefix(raw: bytes, content_encoding: str, size: int) -> bytes:
+    """The first `size` decoded bytes of a body (whatever its full size), b"" when it does not decode."""
+    out = bytearray()
+    try:
+        for piece in Inflater(content_encoding, None).pieces(raw):
+            out += piece
+            if len(out) >= size:
+                break
+    except ValueError:
+        pass
+    return bytes(out[:size])

@@ -110,11 +110,29 @@ def _headers(fields: Any) -> Headers:
     return Headers((_text(k), _text(v)) for k, v in fields)
 
 
+def _saved_body(
+    msg: dict[str, Any], headers: Headers, max_body: int, what: str, anomalies: list[str]
+) -> tuple[bytes | None, bytes | None, int | None]:
+    """(decoded body, prefix of an oversize body, bytes on the wire) of a saved request or response. A reader
+    that skipped an oversize body gives its first bytes as `content` and its length as `content_size`; a body
+    mitmproxy did not store (streamed without `store_streamed_bodies`) is None, and said so."""
+    raw = msg.get("content")
+    size = msg.get("content_size")
+    if size is not None:
+        anomalies.append(f"{what}_body_too_large:{size}")
+        return None, raw[:PREFIX] if raw else None, size
+    if raw is None:
+        anomalies.append(f"{what}_body_not_stored")
+        return None, None, None
+    return _body(raw, headers, max_body, what, anomalies), _prefix(raw, max_body), len(raw)
+
+
 def exchange_from_state(
     state: dict[str, Any], max_body: int = DEFAULT_MAX_BODY, source: str = "ingest"
 ) -> HttpExchange:
     """`exchange_from_flow(HTTPFlow.from_state(state))` without building the flow: the same fields read straight
-    from an HTTP flow's saved state (already migrated to this mitmproxy's version by `io.compat.migrate_flow`)."""
+    from an HTTP flow's saved state (already migrated to this mitmproxy's version by `io.compat.migrate_flow`),
+    and an anomaly for a body the capture does not hold (`{request,response}_body_not_stored`)."""
     anomalies: list[str] = []
     req, resp, error = state["request"], state.get("response"), state.get("error")
     method = _text(req["method"]).upper()
@@ -124,21 +142,21 @@ def exchange_from_state(
         path = _text(req["path"])
         url = urls.unparse(_text(req["scheme"]), req["host"], req["port"], path if path != "*" else "")
     request_headers = _headers(req["headers"])
-    raw = req.get("content")
+    body, prefix, size = _saved_body(req, request_headers, max_body, "request", anomalies)
     server = state.get("server_conn") or {}
     ex = HttpExchange(
         id=state["id"],
         method=method,
         url=url,
         request_headers=request_headers,
-        request_body=_body(raw, request_headers, max_body, "request", anomalies),
-        request_prefix=_prefix(raw, max_body),
+        request_body=body,
+        request_prefix=prefix,
         http_version=_text(req["http_version"]),
         ts_start=req.get("timestamp_start"),
         client_addr=_addr((state.get("client_conn") or {}).get("peername")),
         server_addr=_addr(server.get("address") or server.get("peername")),
         error=error["msg"] if error else None,
-        bytes_in=len(raw) if raw is not None else None,
+        bytes_in=size,
         source=source,
         anomalies=anomalies,
     )
@@ -149,9 +167,7 @@ def exchange_from_state(
         ex.ts_end = resp.get("timestamp_end")
         if resp.get("trailers"):
             ex.response_trailers = _headers(resp["trailers"])
-        body = resp.get("content")
-        ex.response_body = _body(body, response_headers, max_body, "response", anomalies)
-        ex.bytes_out = len(body) if body is not None else None
+        ex.response_body, _, ex.bytes_out = _saved_body(resp, response_headers, max_body, "response", anomalies)
     if ex.ts_end is None and error:
         ex.ts_end = error.get("timestamp")
     return ex

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..a2a.extract import Extraction
+from ..textsafe import safe_line
 
 SUMMARY_LEVELS = ("off", "exchanges", "replies")
 
@@ -29,6 +30,7 @@ def _reply_bits(m: dict[str, Any]) -> str:
 
 
 def summary_lines(ext: Extraction, level: str) -> list[str]:
+    """Lines for the proxy's log (a terminal): every value from the wire has its control characters escaped."""
     if level == "off":
         return []
     ex = ext.exchange
@@ -56,4 +58,4 @@ def summary_lines(ext: Extraction, level: str) -> list[str]:
     lines = [" | ".join(p for p in parts if p)]
     if level == "replies":
         lines += [f"    reply {m['message_id']}: {_reply_bits(m) or 'no envelope fields'}" for m in replies]
-    return lines
+    return [safe_line(line) for line in lines]

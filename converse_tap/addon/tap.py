@@ -1,51 +1,63 @@
-"""ConverseTap: records A2A exchanges and their converse envelopes into a Parquet dataset."""
+"""ConverseTap: records A2A exchanges and their converse envelopes into a Parquet dataset.
+
+The hooks run on mitmproxy's event loop and do only what cannot be done elsewhere: a cheap look at each request,
+a stream callable that hands each chunk on untouched, and one record per exchange (or per chunk) to the
+recording worker process (worker.py) through a pipe that never blocks (channel.py). Everything else —
+decoding, parsing, extraction, Arrow, Parquet — costs the worker, never the proxy.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections import Counter, deque
-from dataclasses import dataclass
-from functools import partial
+import time
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from mitmproxy import ctx, exceptions, http
+from mitmproxy.proxy.mode_specs import ReverseMode
 
-from ..a2a.classify import A2ARequest, classify
-from ..a2a.extract import Extraction, extract
-from ..a2a.grpc import is_grpc
-from ..a2a.headers import Headers
-from ..a2a.redact import TEXT_POLICIES, TextPolicy
-from ..store.files import check_writable, dataset_salt
-from ..store.writer import DatasetWriter, recover
-from .flows import PREFIX, exchange_from_flow
-from .stream_tap import GrpcTap, SseTap
-from .summary import SUMMARY_LEVELS, summary_lines
+from ..a2a.classify import maybe_a2a
+from ..a2a.redact import TEXT_POLICIES, Redaction
+from ..store.files import TextPolicyConflict, check_writable, claim_text_policy, dataset_salt
+from .channel import Channel
+from .flows import PREFIX
+from .summary import SUMMARY_LEVELS
 
 log = logging.getLogger(__name__)
+_STREAMED_TYPES = ("text/event-stream", "application/grpc")  # gRPC: relayed message by message
 
 
-@dataclass(slots=True)
-class _Pending:
-    req: A2ARequest
-    tap: SseTap | None = None
-    grpc: GrpcTap | None = None
+class ChunkTap:
+    """Set as `flow.response.stream`: returns every chunk the moment it arrives, byte for byte, and hands a
+    reference to it to the worker. If the worker's backlog is full, the rest of this stream is not recorded
+    (and the exchange says so); the stream itself never waits."""
+
+    __slots__ = ("channel", "fid", "lost")
+
+    def __init__(self, channel: Channel, fid: str) -> None:
+        self.channel = channel
+        self.fid = fid
+        self.lost = False
+
+    def __call__(self, chunk: bytes) -> bytes:
+        if chunk and not self.lost:
+            try:
+                self.lost = not self.channel.send(("c", self.fid, time.time(), chunk))
+            except Exception:
+                self.lost = True
+        return chunk
 
 
 class ConverseTap:
     def __init__(self) -> None:
-        self.writer: DatasetWriter | None = None
-        self.policy = TextPolicy()
+        self.channel: Channel | None = None
         self.max_body = 16 * 1024 * 1024
-        self.flush_interval = 1.0
-        self.rollover_seconds = 300.0
         self.counters: Counter[str] = Counter()
-        self._pending: dict[str, _Pending] = {}
+        self._tracked: dict[str, ChunkTap | None] = {}  # flows that may be A2A -> their stream tap, if streamed
         self._failures_logged: set[str] = set()
-        self.summary = "exchanges"
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._open_failed = False
-        self._lines: deque[str] = deque()  # summary lines from the writer thread, logged on the event loop
 
     def load(self, loader):
         loader.add_option(
@@ -71,7 +83,29 @@ class ConverseTap:
             "converse_tap_max_body",
             int,
             16 * 1024 * 1024,
-            "Bodies and SSE events larger than this many bytes pass through untouched but are not parsed.",
+            "Bodies and SSE events larger than this many bytes (once decoded) pass through untouched but are "
+            "not parsed; the exchange is recorded with an anomaly.",
+        )
+        loader.add_option(
+            "converse_tap_max_stream_events",
+            int,
+            10_000,
+            "SSE events parsed per stream; later events are counted, not parsed (the exchange says so).",
+        )
+        loader.add_option(
+            "converse_tap_backlog",
+            int,
+            64 * 1024 * 1024,
+            "Bytes of capture records the proxy holds while the recording worker catches up; past it, records "
+            "are dropped and counted, traffic is never slowed.",
+        )
+        loader.add_option(
+            "converse_tap_redact",
+            Sequence[str],
+            [],
+            "Regular expressions whose matches (their groups, if they have any) are redacted in every stored URL, "
+            "card URL and error text, besides the credential shapes always redacted (userinfo, JWTs, "
+            ";jsessionid=, secret query values). Repeatable.",
         )
         loader.add_option(
             "converse_tap_summary",
@@ -92,62 +126,83 @@ class ConverseTap:
             "300",
             "Seconds after which journaled rows are rolled into a Parquet file.",
         )
+        loader.add_option(
+            "converse_tap_otlp_endpoint", str, "", "OTLP/HTTP collector for exchange spans (off when empty)."
+        )
+        loader.add_option("converse_tap_otlp_text", bool, False, "Message text in spans (text policy keep only).")
+        loader.add_option("converse_tap_metrics_listen", str, "", "HOST:PORT serving Prometheus /metrics.")
+        loader.add_option("converse_tap_metrics_agents", int, 100, "Agents labelled in metrics; more are other.")
 
     def configure(self, updated: set[str]) -> None:
         opts = ctx.options
-        self.flush_interval = _seconds(opts.converse_tap_flush_interval, "converse_tap_flush_interval")
-        self.rollover_seconds = _seconds(opts.converse_tap_rollover_seconds, "converse_tap_rollover_seconds")
+        flush_interval = _seconds(opts.converse_tap_flush_interval, "converse_tap_flush_interval")
+        rollover_seconds = _seconds(opts.converse_tap_rollover_seconds, "converse_tap_rollover_seconds")
         if opts.converse_tap_text not in TEXT_POLICIES:
             raise exceptions.OptionsError(
                 f"converse_tap_text must be one of {', '.join(TEXT_POLICIES)}, not {opts.converse_tap_text!r}"
             )
         if opts.converse_tap_summary not in SUMMARY_LEVELS:
             raise exceptions.OptionsError(f"converse_tap_summary must be one of {', '.join(SUMMARY_LEVELS)}")
-        self.summary = opts.converse_tap_summary
-        if "converse_tap_max_body" in updated and opts.converse_tap_max_body < 1024:
-            raise exceptions.OptionsError("converse_tap_max_body must be at least 1024 bytes")
-        if "converse_tap_rollover_rows" in updated and opts.converse_tap_rollover_rows < 1:
-            raise exceptions.OptionsError("converse_tap_rollover_rows must be at least 1")
+        for name, least in (
+            ("converse_tap_max_body", 1024),
+            ("converse_tap_rollover_rows", 1),
+            ("converse_tap_max_stream_events", 1),
+            ("converse_tap_backlog", 1024 * 1024),
+        ):
+            if getattr(opts, name) < least:
+                raise exceptions.OptionsError(f"{name} must be at least {least}")
+        try:
+            Redaction.from_patterns(opts.converse_tap_redact)
+        except ValueError as e:
+            raise exceptions.OptionsError(f"converse_tap_redact: {e}") from e
         self.max_body = opts.converse_tap_max_body
-        keys = {"converse_tap_dir", "converse_tap_text", "converse_tap_flush_interval"}
-        keys |= {"converse_tap_rollover_rows", "converse_tap_rollover_seconds"}
-        if self.writer is None or updated & keys:
-            self._open(Path(opts.converse_tap_dir))
+        if self.channel is None or any(k.startswith("converse_tap_") for k in updated):
+            root = Path(opts.converse_tap_dir)
+            config = {
+                "dir": str(root),
+                "text": opts.converse_tap_text,
+                "flush_interval": flush_interval,
+                "rollover_rows": opts.converse_tap_rollover_rows,
+                "rollover_seconds": rollover_seconds,
+                "max_body": opts.converse_tap_max_body,
+                "max_events": opts.converse_tap_max_stream_events,
+                "summary": opts.converse_tap_summary,
+                "redact": list(opts.converse_tap_redact),
+                **_export_config(opts, self.channel),
+            }
+            self._open(root, config, opts.converse_tap_backlog)
 
-    def _open(self, root: Path) -> None:
-        opts = ctx.options
+    def _open(self, root: Path, config: dict[str, Any], backlog: int) -> None:
         try:
             check_writable(root)
-            salt = dataset_salt(root) if opts.converse_tap_text == "hash" else b""
-            recovered = recover(root)
+            claim_text_policy(root, config["text"])
+            config["salt"] = dataset_salt(root).hex() if config["text"] == "hash" else ""
+        except TextPolicyConflict as e:
+            raise exceptions.OptionsError(
+                f"converse-tap: {e}".replace("use --text", "use --set converse_tap_text=")
+            ) from e
         except OSError as e:
             raise exceptions.OptionsError(
                 f"converse-tap cannot write its dataset to {root}: {e}. "
                 "Choose another directory with --set converse_tap_dir=DIR."
             ) from e
-        if any(recovered.values()):
-            log.info("converse-tap: recovered journals left by an earlier run: %s", recovered)
-        if self.writer is not None:
-            self.writer.close()
-        self.policy = TextPolicy(opts.converse_tap_text, salt)
-        self.writer = DatasetWriter(
-            root,
-            flush_interval=self.flush_interval,
-            rollover_rows=opts.converse_tap_rollover_rows,
-            rollover_seconds=self.rollover_seconds,
-            on_rows=self._on_rows,
-        )
-        self.writer.start()
-        log.info("converse-tap: recording A2A traffic into %s (text: %s)", root, self.policy.mode)
+        if self.channel is not None:
+            self.channel.close()
+        self.channel = Channel(config, max_backlog=backlog)
+        try:
+            self.channel.start()
+        except OSError as e:
+            self.channel = None
+            raise exceptions.OptionsError(f"converse-tap cannot start its recording worker: {e}") from e
+        log.info("converse-tap: recording A2A traffic into %s (text: %s)", root, config["text"])
 
     def running(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._ensure_writer()
+        self._ensure_channel()
 
-    def _ensure_writer(self) -> None:
+    def _ensure_channel(self) -> None:
         """A host that never configured us (mitmproxy skips `configure` for a script when an option is set twice,
         and calls no `running` for scripts): start with the options as they are, or say loudly that we can't."""
-        if self.writer is not None or self._open_failed:
+        if self.channel is not None or self._open_failed:
             return
         try:
             self.configure(set(ctx.options.keys()))
@@ -158,13 +213,28 @@ class ConverseTap:
     # -- hooks: short, and never raising into mitmproxy -----------------------------------------------------
     def request(self, flow: http.HTTPFlow) -> None:
         try:
-            self._request(flow)
+            data = flow.request.data
+            raw = data.content
+            path = data.path.decode("latin-1")  # the routes are ASCII: any byte-preserving decoding will do
+            if maybe_a2a(data.method.decode("latin-1"), path, data.headers, raw[:4096] if raw else None):
+                self._ensure_channel()
+                self._tracked[flow.id] = None
+                self.counters["a2a_requests"] += 1
         except Exception:
             self._failed("request", flow)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         try:
-            self._responseheaders(flow)
+            if flow.id not in self._tracked or self.channel is None:
+                return
+            resp = flow.response
+            if resp is None or resp.stream:
+                return
+            if resp.headers.get("content-type", "").lower().startswith(_STREAMED_TYPES):
+                tap = ChunkTap(self.channel, flow.id)
+                self.channel.send(("o", flow.id, self._request(flow), _response_head(resp)), force=True)
+                self._tracked[flow.id] = tap
+                resp.stream = tap
         except Exception:
             self._failed("responseheaders", flow)
 
@@ -181,97 +251,65 @@ class ConverseTap:
             self._failed("error", flow)
 
     def done(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self._log_lines()  # the exchanges the close drained have not been logged yet
-            s = self.writer.stats
-            log.info(
-                "converse-tap: %d A2A exchanges, %d replies, %d anomalies, rows written %s, %d dropped, "
-                "%d extraction failures, %d hook failures",
-                s.exchanges,
-                self.counters["replies"],
-                self.counters["anomalies"],
-                s.rows_written,
-                s.rows_dropped,
-                s.extract_failures,
-                self.counters["hook_failures"],
-            )
-            self.writer = None
+        channel, self.channel = self.channel, None
+        if channel is None:
+            return
+        code = channel.close()
+        s = channel.stats
+        log.info(
+            "converse-tap: %d A2A requests seen, %d capture records, %d dropped (worker behind or down), "
+            "%d worker restarts, %d hook failures, worker exit %s",
+            self.counters["a2a_requests"],
+            s.records,
+            s.dropped,
+            s.restarts,
+            self.counters["hook_failures"],
+            code,
+        )
 
     # -- helpers ---------------------------------------------------------------------------------------------
-    def _request(self, flow: http.HTTPFlow) -> None:
-        req = flow.request
-        raw = req.raw_content
-        body = None
-        if raw is not None and len(raw) <= self.max_body:
-            try:
-                body = req.get_content(strict=True)
-            except ValueError:
-                body = None
-        prefix = raw[:PREFIX] if raw is not None and len(raw) > self.max_body else None
-        a2a = classify(req.method, req.url, _headers(req), body, prefix)
-        if a2a is not None:
-            self._ensure_writer()
-            self._pending[flow.id] = _Pending(a2a)
-            self.counters["a2a_requests"] += 1
-
-    def _responseheaders(self, flow: http.HTTPFlow) -> None:
-        pending = self._pending.get(flow.id)
-        if pending is None or flow.response is None or flow.response.stream:
-            return
-        ctype = flow.response.headers.get("content-type", "").lower()
-        if pending.req.binding == "grpc" and is_grpc(ctype):  # relay each message as it comes; reassemble aside
-            pending.grpc = GrpcTap(self.max_body, flow.response.headers.get("grpc-encoding", ""))
-            flow.response.stream = pending.grpc
-        elif ctype.startswith("text/event-stream"):
-            try:
-                tap = SseTap(self.max_body, flow.response.headers.get("content-encoding", ""))
-            except ValueError as e:
-                pending.req.anomalies.append(f"sse_not_parsed:{e}")
-                flow.response.stream = True
-                return
-            pending.tap = tap
-            flow.response.stream = tap
-
     def _finish(self, flow: http.HTTPFlow) -> None:
-        pending = self._pending.pop(flow.id, None)
-        if pending is None or self.writer is None:
+        if flow.id not in self._tracked:
             return
-        tap, grpc = pending.tap, pending.grpc
-        extra = [f"sse_parse_failed:{tap.failed}"] if tap is not None and tap.failed else None
-        if grpc is not None:
-            extra = grpc.anomalies()
-        ex = exchange_from_flow(
-            flow,
-            sse_events=tap.events if tap else None,
-            sse_comments=tap.comments if tap else 0,
-            streamed_bytes=tap.bytes if tap else grpc.bytes if grpc else None,
-            max_body=self.max_body,
-            extra_anomalies=extra,
-            grpc_frames=grpc.frames if grpc else None,
+        tap = self._tracked.pop(flow.id)
+        if self.channel is None:
+            return
+        err = (flow.error.msg, flow.error.timestamp) if flow.error else None
+        resp = flow.response
+        if tap is not None:
+            trailers = resp.trailers.fields if resp is not None and resp.trailers else None
+            end = (resp.timestamp_end if resp is not None else None, trailers)
+            self.channel.send(("e", flow.id, end, err, tap.lost), force=True)
+            return
+        response = None
+        if resp is not None:
+            body = resp.raw_content
+            size = len(body) if body is not None else None
+            if body is not None and len(body) > self.max_body:
+                body = b""  # not parsed: the worker records its size
+            response = (*_response_head(resp), resp.timestamp_end, body, size)
+        if not self.channel.send(("x", flow.id, self._request(flow), response, err)):
+            self.counters["exchanges_dropped"] += 1
+
+    def _request(self, flow: http.HTTPFlow) -> tuple[Any, ...]:
+        """The request as raw attributes (bytes, tuples): the worker decodes them, the event loop does not."""
+        data = flow.request.data
+        raw = data.content
+        size = len(raw) if raw is not None else None
+        if raw is not None and len(raw) > self.max_body:
+            raw = raw[:PREFIX]  # enough to recognise the JSON-RPC method; the worker records the size
+        return (
+            data.method,
+            (data.scheme, data.host, data.port, data.path),
+            data.http_version,
+            data.headers.fields,
+            raw,
+            size,
+            data.timestamp_start,
+            flow.client_conn.peername,
+            flow.server_conn.address or flow.server_conn.peername,
+            isinstance(flow.client_conn.proxy_mode, ReverseMode),
         )
-        self.writer.submit(partial(extract, ex, self.policy, pending.req))
-
-    def _on_rows(self, ext: Extraction) -> None:
-        """Runs on the writer thread: count, and hand the summary lines to the event loop to log."""
-        self.counters["replies"] += ext.exchange["replies"]
-        self.counters["anomalies"] += len(ext.exchange["anomalies"]) + sum(len(m["anomalies"]) for m in ext.messages)
-        lines = summary_lines(ext, self.summary)
-        if not lines:
-            return
-        self._lines.extend(lines)
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._log_lines)
-
-    def _log_lines(self) -> None:
-        """Log the summary lines waiting in the buffer (on the event loop, or from `done`)."""
-        while True:
-            try:
-                line = self._lines.popleft()
-            except IndexError:
-                return
-            log.info(line)
 
     def _failed(self, hook: str, flow: http.HTTPFlow) -> None:
         self.counters["hook_failures"] += 1
@@ -283,7 +321,26 @@ class ConverseTap:
                 flow.request.pretty_url,
             )
         if hook in ("response", "error"):
-            self._pending.pop(flow.id, None)
+            self._tracked.pop(flow.id, None)
+
+
+def _response_head(resp: http.Response) -> tuple[Any, ...]:
+    return (resp.status_code, resp.headers.fields, resp.timestamp_start)
+
+
+def _export_config(opts: Any, channel: Channel | None) -> dict[str, Any]:
+    from ..export.live import export_config
+
+    try:
+        return export_config(
+            opts.converse_tap_otlp_endpoint,
+            opts.converse_tap_otlp_text,
+            opts.converse_tap_metrics_listen,
+            opts.converse_tap_metrics_agents,
+            serving=channel.config.get("metrics_listen") if channel is not None else None,
+        )
+    except ValueError as e:
+        raise exceptions.OptionsError(f"converse-tap: {e}") from e
 
 
 def _seconds(text: str, name: str) -> float:
@@ -294,7 +351,3 @@ def _seconds(text: str, name: str) -> float:
     if not value > 0 or value != value or value == float("inf"):
         raise exceptions.OptionsError(f"{name} must be a positive number of seconds, not {text!r}")
     return value
-
-
-def _headers(req: http.Request) -> Headers:
-    return Headers(req.headers.items(multi=True))

@@ -3,18 +3,34 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from .load import Frames
+from ..textsafe import safe_line
+from .engine import DEFAULT_MEMORY_LIMIT, Engine
+from .load import Frames, Window
 from .metrics import latest_cards
+
+
+def dataset_agents(root: str | Path, memory_limit: str | None = None) -> list[str]:
+    """Every agent the whole dataset saw, in traffic or in cards, whatever a report's window: what an `--agent`
+    filter can name."""
+    with Engine.over_dataset(root, Window(), memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT) as engine:
+        rows = engine.con.sql(
+            """SELECT DISTINCT agent FROM (SELECT agent FROM exchanges UNION ALL SELECT agent FROM agent_cards)
+               WHERE agent IS NOT NULL ORDER BY agent"""
+        ).fetchall()
+    return [r[0] for r in rows]
 
 
 def agents_overview(frames: Frames) -> list[dict[str, Any]]:
     """One entry per agent seen in traffic or cards, with the latest card of each source."""
     ex, cards = frames.exchanges, frames.agent_cards
     traffic = ex[ex["binding"].astype(object) != "card"] if not ex.empty else ex
+    if "exchange_id" in traffic.columns:  # an exchange ingested twice is one call
+        traffic = traffic.drop_duplicates("exchange_id")
     calls = traffic.groupby("agent").size().to_dict() if not traffic.empty else {}
     seen = set(map(str, calls)) | (set(map(str, cards["agent"].dropna())) if not cards.empty else set())
     names = sorted(seen)
@@ -58,6 +74,7 @@ def agents_overview(frames: Frames) -> list[dict[str, Any]]:
 
 
 def agents_text(overview: list[dict[str, Any]]) -> str:
+    """For a terminal: each line's control characters, line breaks and bidi overrides shown as escapes."""
     if not overview:
         return "no agents seen: the dataset has no A2A traffic and no agent cards\n"
     lines = []
@@ -70,7 +87,7 @@ def agents_text(overview: list[dict[str, Any]]) -> str:
             if not c["converse_declared"]:
                 lines.append("    converse extension: not declared")
                 continue
-            req = {True: "required", False: "optional", None: "required unset"}[c["converse_required"]]
+            req = {True: "required", False: "optional", None: "required not a boolean"}[c["converse_required"]]
             lines.append(f"    converse extension: declared ({req})")
             lines.append(f"    MCP endpoint: {c['mcp_url'] or '–'}   server card: {c['mcp_server_card_url'] or '–'}")
             for t in c["tools"]:
@@ -80,4 +97,4 @@ def agents_text(overview: list[dict[str, Any]]) -> str:
                     "    ! tools without a matching skill: "
                     + ", ".join(x.split(":", 1)[1] for x in c["anomalies"] if x.startswith("card_tool_without_skill:"))
                 )
-    return "\n".join(lines) + "\n"
+    return "\n".join(safe_line(line) for line in lines) + "\n"

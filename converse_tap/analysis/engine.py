@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from ..a2a.constants import TERMINAL_ROUTINE_STATUSES
-from ..store.reader import table_dataset
+from ..store.reader import Journals, TableFiles, read_journals, table_files
 from ..store.schema import TABLES
-from .load import CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Frames, Window
+from .load import CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Frames, Window, journal_notes
 
 NONE = "(none)"  # the key under which a missing value is counted
 DEFAULT_MEMORY_LIMIT = "500MB"  # with the rest of the process, a report stays under 1 GiB (performance.md)
@@ -46,30 +47,38 @@ REPLY_VALUES = [
     "citation_count",
 ]  # fmt: skip
 REPLY_COLUMNS = ["reply_key", "conversation", "first_seen", "first_pos", "ts", "exchange_id", *REPLY_VALUES]
+# what the facts read: the table `replies` holds these (and `last_pos`, where its last sighting is); the other
+# columns of a reply are fetched from that sighting only when a caller asks for whole replies
+DETAIL_COLUMNS = ["ts", "exchange_id", "message_id", "context_id", "task_id"]
+FACT_COLUMNS = [c for c in REPLY_COLUMNS if c not in DETAIL_COLUMNS]
 _TERMINAL = ", ".join(f"'{s}'" for s in sorted(TERMINAL_ROUTINE_STATUSES))
 
 REPLY_KEY = "coalesce(message_id, 'sighting:' || exchange_id || ':' || seq)"
+FIRST_SK = SORT_KEY.format(ts="first_seen", pos="first_pos")  # a reply's first sighting as one sort key
+# One pass over the agent messages: per distinct message, whether any sighting carried the envelope (adoption),
+# and of its sightings with the envelope the first (time and position) and the last (position).
+KEYS = f"""
+SELECT bool_or(coalesce(has_envelope, false)) AS carried,
+       min(ts) FILTER (WHERE has_envelope) AS first_seen,
+       (min({SORT_KEY.format(ts="ts", pos="pos")}) FILTER (WHERE has_envelope) & {_LOW64})::BIGINT AS first_pos,
+       (max({SORT_KEY.format(ts="ts", pos="pos")}) FILTER (WHERE has_envelope) & {_LOW64})::BIGINT AS last_pos
+FROM sightings GROUP BY {REPLY_KEY}
+"""
 REPLIES = f"""
-WITH k AS (
-    SELECT min(ts) AS first_seen,
-           (min({SORT_KEY.format(ts="ts", pos="pos")}) & {_LOW64})::BIGINT AS first_pos,
-           (max({SORT_KEY.format(ts="ts", pos="pos")}) & {_LOW64})::BIGINT AS last_pos
-    FROM sightings WHERE has_envelope GROUP BY {REPLY_KEY}
-)
 SELECT {REPLY_KEY} AS reply_key, coalesce(context_id, task_id, 'exchange:' || exchange_id) AS conversation,
-       k.first_seen, k.first_pos, ts, exchange_id, {", ".join(REPLY_VALUES)}
-FROM sightings JOIN k ON sightings.pos = k.last_pos
+       k.first_seen, k.first_pos, k.last_pos, {", ".join(c for c in REPLY_VALUES if c not in DETAIL_COLUMNS)}
+FROM sightings JOIN (SELECT * FROM message_keys WHERE carried) k ON sightings.pos = k.last_pos
 """
 
-TURNS = f"""
-SELECT r.*, coalesce(r.originating_turn_id, r.reply_key) AS turn_id
-FROM replies r JOIN (
-    SELECT (max({SORT_KEY.format(ts="first_seen", pos="first_pos")}) & {_LOW64})::BIGINT AS first_pos FROM replies
-    WHERE coverage_availability IS NOT NULL OR coverage IS NOT NULL OR coverage_reason IS NOT NULL
-       OR originating_turn_id IS NOT NULL
-    GROUP BY agent, coalesce(originating_turn_id, reply_key)
-) last_verdict USING (first_pos)
+# the turn of each reply that carries answerCoverage, and whether its verdict is the turn's last one
+TURN_ID = "coalesce(originating_turn_id, reply_key)"
+HAS_VERDICT = """(coverage_availability IS NOT NULL OR coverage IS NOT NULL OR coverage_reason IS NOT NULL
+       OR originating_turn_id IS NOT NULL)"""
+LAST_VERDICTS = f"""
+SELECT (max({FIRST_SK}) & {_LOW64})::BIGINT AS first_pos FROM replies WHERE {HAS_VERDICT}
+GROUP BY agent, {TURN_ID}
 """
+TURNS = f"SELECT r.*, {TURN_ID} AS turn_id FROM replies r SEMI JOIN last_verdicts USING (first_pos)"
 
 DAY = f"coalesce(strftime(first_seen, '%Y-%m-%d'), '{NONE}')"
 ROUTINE = f"coalesce(routine_name, routine_tool_name, '{NONE}')"
@@ -97,7 +106,8 @@ GROUP BY g, agent, conversation
 
 INSTANCES = f"""
 WITH statuses AS (
-    SELECT *, coalesce(routine_name, routine_tool_name) AS routine FROM replies
+    SELECT agent, conversation, first_seen, first_pos, routine_tool_name, routine_status, pending_input,
+           coalesce(routine_name, routine_tool_name) AS routine FROM replies
     WHERE routine_status IS NOT NULL AND coalesce(routine_name, routine_tool_name) IS NOT NULL
 ), numbered AS (
     SELECT *, 1 + coalesce(sum(CASE WHEN routine_status IN ({_TERMINAL}) THEN 1 ELSE 0 END) OVER (
@@ -106,18 +116,18 @@ WITH statuses AS (
     FROM statuses
 ), paired AS (
     SELECT *, lag(pending_input) OVER (PARTITION BY agent, conversation, routine, instance ORDER BY {ORDER})
-        AS prev_pending
+        AS prev_pending, {FIRST_SK} AS sk
     FROM numbered
 )
 SELECT agent, conversation, routine, instance,
-       first(routine_tool_name ORDER BY {ORDER}) FILTER (WHERE routine_tool_name IS NOT NULL) AS tool_name,
+       arg_min(routine_tool_name, sk) AS tool_name,
        count(*) AS turns,
        min(first_seen) AS started,
        max(first_seen) AS last_seen,
-       last(routine_status ORDER BY {ORDER}) AS last_status,
+       arg_max(routine_status, sk) AS last_status,
        -- of an abandoned instance: the required slots still pending at the status before the abandonment
-       CASE WHEN last(routine_status ORDER BY {ORDER}) = 'abandoned' THEN coalesce(list_transform(
-           list_filter(last(prev_pending ORDER BY {ORDER}), lambda slot: slot.required),
+       CASE WHEN arg_max(routine_status, sk) = 'abandoned' THEN coalesce(list_transform(
+           list_filter(arg_max_null(prev_pending, sk), lambda slot: slot.required),
            lambda slot: coalesce(slot.key, '{NONE}')), []) END AS abandoned_at
 FROM paired
 GROUP BY agent, conversation, routine, instance
@@ -134,7 +144,7 @@ GROUP BY ALL
 
 CITED_TITLES = f"""
 SELECT coalesce(c.document_id, '{NONE}') AS document_id,
-       last(c.title ORDER BY {ORDER}) FILTER (WHERE c.title IS NOT NULL) AS title
+       arg_max(c.title, {FIRST_SK}) AS title
 FROM replies, unnest(citations) AS t(c)
 GROUP BY 1
 """
@@ -162,7 +172,7 @@ def _quote(value: str) -> str:
 
 
 def _window_sql(window: Window, ts_column: str) -> str:
-    """The window as a predicate on rows; whole `date=` partitions outside it never reach the scan (`_in_window`)."""
+    """The window as a predicate on rows; whole `date=` partitions outside it never reach the scan (`table_files`)."""
     parts = []
     if window.agents:
         parts.append(f"agent IN ({', '.join(_quote(a) for a in window.agents)})")
@@ -173,16 +183,28 @@ def _window_sql(window: Window, ts_column: str) -> str:
     return " AND ".join(parts) or "TRUE"
 
 
-def _in_window(files: list[str], window: Window) -> list[str]:
-    """Partition pruning before any file is opened: the `date=` directories outside the window are dropped."""
-    first = window.since.strftime("%Y-%m-%d") if window.since else None
-    last = window.until.strftime("%Y-%m-%d") if window.until else None
-    kept = []
-    for f in files:
-        day = Path(f).parent.name.removeprefix("date=")
-        if (first is None or day >= first) and (last is None or day <= last):
-            kept.append(f)
-    return kept
+def _journals_then_files(
+    root: str | Path, first: str | None, last: str | None
+) -> tuple[Journals, dict[str, TableFiles]]:
+    """The journals, then the Parquet files. In this order a roll-over between the two shows its rows twice
+    (once journaled, once rolled; the facts count each message and exchange once) rather than not at all; a
+    journal that vanished while being read means a roll-over is under way, and the reading starts again."""
+    for _ in range(5):
+        journals = read_journals(root)
+        listed = {t: table_files(root, t, first, last) for t in TABLES}
+        if all(Path(p).exists() for p in journals.paths):
+            break
+    return journals, listed
+
+
+def _journaled(tables: list[pa.Table], table: str, columns: list[str], after: int) -> pa.Table:
+    """Journaled batches with the table's plain types and a position after the `after` Parquet files."""
+    schema = pa.schema([pa.field(c, _plain_type(TABLES[table].field(c).type)) for c in columns])
+    out, positions = [], []
+    for i, t in enumerate(tables):
+        out.append(t.select(columns).cast(schema))
+        positions.append(pa.array(((after + i) << 40) + np.arange(t.num_rows, dtype=np.int64)))
+    return pa.concat_tables(out).append_column("pos", pa.chunked_array(positions, pa.int64()))
 
 
 def _plain_type(t: pa.DataType) -> pa.DataType:
@@ -212,7 +234,10 @@ class Engine:
 
     def __init__(self, con: duckdb.DuckDBPyConnection, root: str, present: list[str], spill: str) -> None:
         self.con, self.root, self.present = con, root, present
+        self.skipped: list[tuple[str, str]] = []  # files in the dataset that are not its own: (path, why)
+        self.journals = Journals()  # the rows read from journals, and whose writers live
         self._built: set[str] = set()
+        self._messages: tuple[int, int] | None = None  # distinct agent messages, those with the envelope
         # closed on close(), or when the engine is collected or the interpreter exits (a notebook may never close)
         self._finalizer = weakref.finalize(self, _release, con, spill)
 
@@ -238,36 +263,48 @@ class Engine:
         memory_limit: str | None = DEFAULT_MEMORY_LIMIT,
         threads: int | None = None,
     ) -> Engine:
-        """Views over the Parquet files of `root`, narrowed to the window (pushed down to the scan)."""
+        """Views over the Parquet files of `root` and the rows still in its journals, narrowed to the window
+        (pushed down to the scan). Files that are not the dataset's are skipped and listed in `skipped`."""
         window = window or Window()
         con, spill = cls._connect(memory_limit, threads)
-        present = []
+        first = window.since.strftime("%Y-%m-%d") if window.since else None
+        last = window.until.strftime("%Y-%m-%d") if window.until else None
+        journals, listed = _journals_then_files(root, first, last)
+        present, skipped = [], []
         for table, columns, ts in (
             ("messages", [*MESSAGE_COLUMNS, "object_kind"], "ts"),
             ("exchanges", EXCHANGE_COLUMNS, "ts_start"),
             ("agent_cards", CARD_COLUMNS, "ts"),
         ):
-            dataset = table_dataset(root, table)
-            if dataset is not None:
-                present.append(table)
-            files = _in_window(dataset.files, window) if dataset is not None else []
-            if not files:
-                con.register(f"_{table}_empty", _arrow(pd.DataFrame(), table, columns))
-                source = f"(SELECT *, NULL::BIGINT AS pos FROM _{table}_empty)"
-            else:
-                listed = ", ".join(_quote(f) for f in files)
-                scan = f"read_parquet([{listed}], union_by_name = true)"
+            files = listed[table].files
+            skipped += listed[table].foreign
+            parts = []
+            if files:
+                listed_sql = ", ".join(_quote(f) for f in files)
+                scan = f"read_parquet([{listed_sql}], union_by_name = true)"
                 found = {r[0] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
                 select = ", ".join(c if c in found else f"NULL AS {c}" for c in columns)  # columns older files lack
                 pos = "(file_index::BIGINT << 40) + file_row_number"  # where in the dataset: file, row
-                source = f"(SELECT {select}, {pos} AS pos FROM {scan})"
+                parts.append(f"SELECT {select}, {pos} AS pos FROM {scan}")
+            pending = journals.tables[table]
+            if pending:  # after every file, in the order they were journaled
+                con.register(f"_{table}_journaled", _journaled(pending, table, columns, len(files)))
+                parts.append(f"SELECT {', '.join(columns)}, pos FROM _{table}_journaled")
+            if not parts:
+                con.register(f"_{table}_empty", _arrow(pd.DataFrame(), table, columns))
+                parts.append(f"SELECT *, NULL::BIGINT AS pos FROM _{table}_empty")
+            else:
+                present.append(table)
             where = _window_sql(window, ts)
             name = "sightings" if table == "messages" else table
             if table == "messages":
                 where += " AND role = 'agent' AND object_kind = 'message'"
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM {source} WHERE {where}")
+            source = " UNION ALL BY NAME ".join(f"({p})" for p in parts)
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM ({source}) WHERE {where}")
         present = [t for t in TABLES if t in present]
-        return cls(con, str(root), present, spill)
+        engine = cls(con, str(root), present, spill)
+        engine.skipped, engine.journals = skipped, journals
+        return engine
 
     @classmethod
     def over_frames(
@@ -301,6 +338,11 @@ class Engine:
             engine._built.add("replies")
         return engine
 
+    def reading_notes(self) -> list[str]:
+        """What a reader of the report must know about what was read: foreign files skipped, journaled rows."""
+        notes = [f"skipped {path}: {why}, not a file of this dataset" for path, why in self.skipped]
+        return notes + journal_notes(self.journals, self.root)
+
     def close(self) -> None:
         """Close the connection and remove the spill directory."""
         self._finalizer()
@@ -314,14 +356,26 @@ class Engine:
     # facts ------------------------------------------------------------------------------------------------
 
     def build(self, what: str) -> None:
-        """Materialise `replies` or `turns` once (spilled to disk when larger than memory)."""
+        """Materialise `message_keys`, `replies`, `last_verdicts` (spilled to disk when larger than memory) or
+        the view `turns`, with what they rest on, once."""
         if what in self._built:
             return
-        if what == "turns":
-            self.build("replies")
-        sql = {"replies": REPLIES, "turns": TURNS}[what]
-        self.con.execute(f"CREATE TEMP TABLE {what} AS {sql}")
+        needs = {"message_keys": (), "replies": ("message_keys",), "last_verdicts": ("replies",)}
+        for first in needs.get(what, ("last_verdicts",)):
+            self.build(first)
+        sql = {"message_keys": KEYS, "replies": REPLIES, "last_verdicts": LAST_VERDICTS, "turns": TURNS}[what]
+        kind = "VIEW" if what == "turns" else "TABLE"
+        self.con.execute(f"CREATE TEMP {kind} {what} AS {sql}")
         self._built.add(what)
+        if what == "replies" and "message_keys" in self._built:  # all it was for but adoption: count, then free
+            self._messages = self._count_messages()
+            self.con.execute("DROP TABLE message_keys")
+            self._built.discard("message_keys")
+
+    def _count_messages(self) -> tuple[int, int]:
+        self.build("message_keys")
+        (row,) = self.con.sql("SELECT count(*), count(*) FILTER (WHERE carried) FROM message_keys").fetchall()
+        return row[0], row[1]
 
     def df(self, sql: str, *needs: str) -> pd.DataFrame:
         for what in needs:
@@ -335,10 +389,20 @@ class Engine:
         return rows[0][0] if rows else None
 
     def replies(self) -> pd.DataFrame:
-        return self.df(f"SELECT * FROM replies ORDER BY {ORDER}", "replies")
+        """Whole replies: the facts' columns, and the others from each reply's last sighting."""
+        self.build("replies")
+        return self.df(f"SELECT {', '.join(REPLY_COLUMNS)} FROM ({self._whole('replies')}) ORDER BY {ORDER}")
+
+    def _whole(self, table: str) -> str:
+        have = {r[0] for r in self.con.sql(f"DESCRIBE {table}").fetchall()}
+        if "last_pos" not in have:  # built from a frame of whole replies
+            return f"SELECT * FROM {table}"
+        details = ", ".join(f"s.{c}" for c in DETAIL_COLUMNS)
+        return f"SELECT r.*, {details} FROM {table} r JOIN sightings s ON s.pos = r.last_pos"
 
     def turns(self) -> pd.DataFrame:
-        return self.df(f"SELECT * FROM turns ORDER BY {ORDER}", "turns")
+        self.build("turns")
+        return self.df(f"SELECT {', '.join(REPLY_COLUMNS)}, turn_id FROM ({self._whole('turns')}) ORDER BY {ORDER}")
 
     def conversations(self) -> pd.DataFrame:
         sql = conversations_sql()
@@ -355,10 +419,10 @@ class Engine:
         return frame
 
     def drop_facts(self) -> None:
-        """Free the materialised replies and turns (the report's last query is done)."""
-        for what in ("turns", "replies"):
+        """Free the materialised facts (the report's last query is done)."""
+        for what in ("turns", "last_verdicts", "replies", "message_keys"):
             if what in self._built:
-                self.con.execute(f"DROP TABLE {what}")
+                self.con.execute(f"DROP {'VIEW' if what == 'turns' else 'TABLE'} {what}")
                 self._built.discard(what)
 
     def last_reply_seen(self) -> pd.Timestamp | None:
@@ -409,19 +473,15 @@ class Engine:
 
     def adoption_counts(self) -> dict[str, int]:
         (row,) = self.con.sql(
-            """SELECT count(*) FILTER (WHERE binding IS DISTINCT FROM 'card'),
-                      count(*) FILTER (WHERE binding IS DISTINCT FROM 'card' AND converse_requested)
-               FROM exchanges"""
+            """SELECT count(DISTINCT exchange_id) FILTER (WHERE binding IS DISTINCT FROM 'card'),
+                      count(DISTINCT exchange_id) FILTER (WHERE binding IS DISTINCT FROM 'card' AND converse_requested)
+               FROM exchanges"""  # an exchange ingested twice, or journaled and rolled, is one call
         ).fetchall()
-        (msg,) = self.con.sql(
-            """SELECT count(*), count(*) FILTER (WHERE carried) FROM (
-                   SELECT bool_or(coalesce(has_envelope, false)) AS carried FROM sightings
-                   GROUP BY coalesce(message_id, exchange_id || ':' || seq))"""
-        ).fetchall()
+        msg = self._messages if self._messages is not None else self._count_messages()
         return {"calls": row[0], "asked": row[1], "messages": msg[0], "carried": msg[1]}
 
     def dataset_counts(self) -> dict[str, Any]:
-        ex = self.scalar("SELECT count(*) FROM exchanges")
+        ex = self.scalar("SELECT count(DISTINCT exchange_id) FROM exchanges")
         ((sightings, first, last),) = self.con.sql("SELECT count(*), min(ts), max(ts) FROM sightings").fetchall()
         agents = [
             r[0]

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from ..store.reader import read_table, table_dataset
-from ..store.schema import MESSAGES, TABLES
+from ..store.reader import Journals, read_journals, read_table, table_files
+from ..store.schema import MESSAGES, PARTITION_TS, TABLES
 
 MESSAGE_COLUMNS = [
     "exchange_id", "seq", "ts", "agent", "message_id", "context_id", "task_id", "role", "has_envelope",
@@ -73,26 +74,68 @@ class Frames:
     agent_cards: pd.DataFrame
     present: list[str] = field(default_factory=list)
     root: str = ""
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # files not of this dataset: (path, why)
+    journals: Journals = field(default_factory=Journals)  # rows read from journals, and whose writers live
 
 
-def _frame(root: Path, table: str, columns: list[str], expr: ds.Expression | None) -> pd.DataFrame:
-    return read_table(root, table, columns=columns, filter=expr).to_pandas()
+def _frame(
+    root: Path, table: str, columns: list[str], expr: ds.Expression | None, files: list[str], journals: Journals
+) -> pd.DataFrame:
+    data = read_table(root, table, columns=columns, filter=expr, files=files)
+    pending = journals.tables[table]
+    if pending:  # rows not rolled into Parquet yet, after the files'
+        rows = pa.concat_tables(pending)
+        day = pc.strftime(rows[PARTITION_TS[table]], format="%Y-%m-%d")
+        rows = ds.dataset(rows.append_column("date", day)).to_table(columns=columns, filter=expr)
+        data = pa.concat_tables([data, rows.cast(data.schema)])
+    frame = data.to_pandas()
+    if table == "exchanges" and len(frame):  # an exchange ingested twice is one exchange
+        frame = frame.drop_duplicates("exchange_id", keep="last").reset_index(drop=True)
+    return frame
 
 
 def load_frames(root: str | Path, window: Window | None = None, messages: bool = True) -> Frames:
     """The three tables, narrowed to the report's columns and window, as pandas frames (for a notebook or
     a small dataset; a report over a large one runs out of core, see `engine.Engine.over_dataset`). Agent
     messages only: the metrics count replies, and user messages are most of a dataset's rows. With
-    `messages=False` the messages frame is left empty (exchanges and cards only)."""
+    `messages=False` the messages frame is left empty (exchanges and cards only). Exchanges come once per
+    exchange id; files that are not the dataset's are skipped and listed in `skipped`."""
     root = Path(root)
     window = window or Window()
-    present = [t for t in TABLES if table_dataset(root, t) is not None]
+    first = window.since.strftime("%Y-%m-%d") if window.since else None
+    last = window.until.strftime("%Y-%m-%d") if window.until else None
+    journals = read_journals(root)  # before the files: a roll-over in between shows rows twice, not never
+    listed = {t: table_files(root, t, first, last) for t in TABLES}
+    present = [t for t in TABLES if listed[t].files or journals.tables[t]]
+    skipped = [f for t in TABLES for f in listed[t].foreign]
     msg_expr = (ds.field("role") == "agent") & (ds.field("object_kind") == "message")
     w = window.expression("ts")
     if messages:
-        msgs = _frame(root, "messages", MESSAGE_COLUMNS, msg_expr if w is None else msg_expr & w)
+        msgs = _frame(
+            root,
+            "messages",
+            MESSAGE_COLUMNS,
+            msg_expr if w is None else msg_expr & w,
+            listed["messages"].files,
+            journals,
+        )
     else:
         msgs = pa.schema([MESSAGES.field(c) for c in MESSAGE_COLUMNS]).empty_table().to_pandas()
-    exchanges = _frame(root, "exchanges", EXCHANGE_COLUMNS, window.expression("ts_start"))
-    cards = _frame(root, "agent_cards", CARD_COLUMNS, window.expression("ts"))
-    return Frames(exchanges, msgs, cards, present, str(root))
+    exchanges = _frame(
+        root, "exchanges", EXCHANGE_COLUMNS, window.expression("ts_start"), listed["exchanges"].files, journals
+    )
+    cards = _frame(root, "agent_cards", CARD_COLUMNS, window.expression("ts"), listed["agent_cards"].files, journals)
+    return Frames(exchanges, msgs, cards, present, str(root), skipped, journals)
+
+
+def journal_notes(journals: Journals, root: str | Path) -> list[str]:
+    """What a reader must know about rows read from journals rather than Parquet files."""
+    notes = []
+    if journals.live:
+        notes.append(f"includes {journals.rows['live']} rows journaled by a running recorder, not yet in Parquet files")
+    if journals.dead:
+        notes.append(
+            f"includes {journals.rows['dead']} rows from the journals of a recorder that stopped without rolling "
+            f"them into Parquet ({', '.join(journals.dead)}): run `converse-tap recover {root}` to keep them"
+        )
+    return notes

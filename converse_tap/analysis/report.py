@@ -207,12 +207,12 @@ def build_report(
     window = window or Window()
     with engine_for(source) as engine:
         counts = engine.dataset_counts()
+        adoption = m.adoption_rows(engine.adoption_counts())  # before gather frees the facts it shares
         facts = Facts.gather(engine, by, stale_after)
-        adoption = m.adoption_rows(engine.adoption_counts())
         anomalies = engine.anomalies()
         cards = source.agent_cards if isinstance(source, Frames) else engine.cards()
         present, root = engine.present, engine.root
-    notes = []
+        notes = engine.reading_notes()
     missing = [t for t in ("exchanges", "messages", "agent_cards") if t not in present]
     if not present:
         notes.append("the dataset holds no Parquet files yet: record or ingest some traffic first")

@@ -6,6 +6,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+@dataclass(frozen=True)
+class Link:
+    """A cell that is a URL from the data: HTML makes it a link when it is http(s); other formats show the text."""
+
+    url: str
+
+    def __str__(self) -> str:
+        return self.url
+
+
 @dataclass
 class Table:
     title: str
@@ -35,6 +45,11 @@ def num(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}" if value == int(value) else f"{value:.1f}"
     return str(value)
+
+
+def measured(report: dict[str, Any]) -> bool:
+    """Whether the report rests on anything: at least one A2A message sighted in its window."""
+    return bool(report["dataset"]["agent_message_sightings"])
 
 
 def report_sections(report: dict[str, Any]) -> list[Section]:
@@ -196,7 +211,7 @@ def report_sections(report: dict[str, Any]) -> list[Section]:
                         c["source"],
                         c["name"] or "",
                         "yes" if c["converse_declared"] else "no",
-                        c["mcp_url"] or "",
+                        Link(c["mcp_url"]) if c["mcp_url"] else "",
                         ", ".join(t or "?" for t in c["tools"]),
                     ]
                     for c in conf["agent_cards"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import shutil
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +16,7 @@ from mitmproxy import options
 from mitmproxy.tools.dump import DumpMaster
 
 from ..addon.tap import ConverseTap
+from ..store.files import is_dataset
 from .agent import AGENTS, AgentServer
 from .driver import Driver, DriveStats
 from .plans import Plan, Truth, build_plans
@@ -46,6 +49,7 @@ async def start_proxy(out: Path, mode: str | None = None) -> tuple[DumpMaster, a
     ready = _Ready()
     opts.update_defer(
         converse_tap_dir=str(out),
+        converse_tap_summary="off",  # the demo prints its report, not a line per exchange
         listen_host="127.0.0.1",
         listen_port=0,
         flow_detail=0,
@@ -63,6 +67,29 @@ async def start_proxy(out: Path, mode: str | None = None) -> tuple[DumpMaster, a
         raise RuntimeError("mitmproxy stopped during start-up")
     host, port = master.addons.get("proxyserver").listen_addrs()[0][:2]
     return master, task, f"http://{host}:{port}"
+
+
+GROUND_TRUTH = "ground_truth.json"
+DEMO_OUTPUT = ("exchanges", "messages", "agent_cards", "_journal", "_salt", "_text_policy", GROUND_TRUTH, "report.html")
+
+
+class NotDemoOutput(ValueError):
+    """The directory holds a dataset the demo did not write: it is never replaced."""
+
+
+def clear_demo_output(out: Path) -> None:
+    """Make `out` ready for a demo run: what an earlier demo wrote there goes; a dataset that is not a demo's output
+    (no ground truth beside it) raises NotDemoOutput and stays untouched."""
+    if not out.is_dir():
+        return
+    if is_dataset(out) and not (out / GROUND_TRUTH).is_file():
+        raise NotDemoOutput(f"{out} holds a dataset that is not a demo's output")
+    for name in DEMO_OUTPUT:
+        path = out / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
 
 
 async def run_demo(
@@ -88,9 +115,9 @@ async def run_demo(
         for plan in plans:
             truth.add(plan.truth)
         write_ground_truth(out, truth, stats, seed, plans)
-        if keep_running and announce is not None:
-            announce(f"agent on {agent.base}, recording proxy on {proxy_url}; Ctrl-C stops both")
-            await asyncio.Event().wait()
+        if keep_running:
+            message = f"agent on {agent.base}, recording proxy on {proxy_url}; Ctrl-C stops both and prints the report"
+            await _until_stopped(announce or (lambda _msg: None), message)
         return DemoResult(out, stats, truth, plans, proxy_url, agent.base)
     finally:
         if master is not None and proxy_task is not None:
@@ -98,6 +125,21 @@ async def run_demo(
             master.shutdown()
             await proxy_task
         await agent.stop()
+
+
+async def _until_stopped(announce: Callable[[str], None], message: str) -> None:
+    """Wait for SIGINT or SIGTERM, then return normally: the caller goes on to its report."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        announce(message)  # once the handlers are in: a Ctrl-C right after the message is heard
+        await stop.wait()
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
 
 
 def write_ground_truth(out: Path, truth: Truth, stats: DriveStats, seed: int, plans: list[Plan]) -> None:
@@ -121,7 +163,7 @@ def write_ground_truth(out: Path, truth: Truth, stats: DriveStats, seed: int, pl
             for s in (False, True)
         },
     }
-    path = out / "ground_truth.json"
+    path = out / GROUND_TRUTH
     path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     path.chmod(0o600)
 

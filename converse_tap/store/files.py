@@ -16,6 +16,18 @@ from .schema import PARTITION_TS, TABLES, with_version
 
 JOURNAL_DIR = "_journal"
 SALT_FILE = "_salt"
+TEXT_POLICY_FILE = "_text_policy"
+
+
+class TextPolicyConflict(ValueError):
+    """The dataset was written under another text policy: one dataset holds one policy."""
+
+    def __init__(self, root: Path, dataset_policy: str, wanted: str) -> None:
+        self.root, self.dataset_policy, self.wanted = root, dataset_policy, wanted
+        super().__init__(
+            f"the dataset {root} holds message text under the {dataset_policy!r} policy, not {wanted!r}: "
+            f"use --text {dataset_policy} for it, or another dataset directory for {wanted!r}"
+        )
 
 
 def make_dir(path: Path) -> None:
@@ -44,6 +56,15 @@ def check_writable(root: Path) -> None:
     probe.unlink()
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write a text file that only its owner can read (a report holds what the dataset holds), even if it existed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+        f.write(text)
+
+
 def dataset_salt(root: Path) -> bytes:
     """The per-dataset salt of the hash text policy, created once (owner-only) and shared by all writers."""
     path = root / SALT_FILE
@@ -62,6 +83,43 @@ def dataset_salt(root: Path) -> bytes:
         f.flush()
         os.fsync(f.fileno())
     return salt
+
+
+def is_dataset(root: Path) -> bool:
+    """Whether `root` holds anything a converse-tap writer makes: a table, journals, a salt, a text policy."""
+    return any((root / name).exists() for name in (*TABLES, JOURNAL_DIR, SALT_FILE, TEXT_POLICY_FILE))
+
+
+def dataset_text_policy(root: Path) -> str | None:
+    """The text policy the dataset's rows were written under (`keep`/`hash`/`drop`), None before its first writer."""
+    try:
+        return (root / TEXT_POLICY_FILE).read_text(encoding="ascii").strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def claim_text_policy(root: Path, policy: str) -> None:
+    """Record `policy` as the dataset's text policy, or check it against the one recorded: every writer (the
+    addon, ingest) calls this before it writes a row. Raises TextPolicyConflict when the dataset has another.
+    The file appears whole (written aside, then linked into place), so a concurrent reader never sees it empty."""
+    recorded = dataset_text_policy(root)
+    if recorded is None:
+        make_dir(root)
+        tmp = root / f".{TEXT_POLICY_FILE}-{os.getpid()}-{secrets.token_hex(4)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(policy + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, root / TEXT_POLICY_FILE)  # fails if another writer claimed first
+            recorded = policy
+        except FileExistsError:
+            recorded = dataset_text_policy(root)
+        finally:
+            tmp.unlink()
+    if recorded != policy:
+        raise TextPolicyConflict(root, recorded or "?", policy)
 
 
 def writer_id() -> str:

@@ -1,34 +1,116 @@
-"""Read a dataset back: only the columns and date partitions asked for, any schema version."""
+"""Read a dataset back: only the columns and date partitions asked for, any schema version, the rows still in
+journals, and never a file that is not one of ours."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
-from .schema import TABLES
+from .files import JOURNAL_DIR, read_journal
+from .schema import PARTITION_TS, TABLES
 
 PARTITIONING = ds.partitioning(pa.schema([("date", pa.string())]), flavor="hive")
+# the columns without which a file is not a table's file, whatever its version
+KEY_COLUMNS = {table: ["exchange_id", PARTITION_TS[table]] for table in TABLES}
+KEY_COLUMNS["messages"].append("seq")
 
 
-def table_dataset(root: str | Path, table: str) -> ds.Dataset | None:
-    """A pyarrow dataset over `root/<table>/date=*/part-*.parquet`, or None when the table has no files.
+@dataclass
+class TableFiles:
+    """A table's Parquet files in the date partitions asked for: the readable ones, and the foreign ones (a
+    path and why it is not one of ours) that a reader skips."""
 
-    Journals and temporary files start with `_` or `.` and are skipped. The explicit schema lets files
-    written by earlier versions load (columns they lack come back null).
-    """
+    files: list[str] = field(default_factory=list)
+    foreign: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _plain(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_large_string(t):
+        return pa.string()
+    return t
+
+
+def _compatible(found: pa.DataType, expected: pa.DataType) -> bool:
+    found, expected = _plain(found), _plain(expected)
+    if pa.types.is_timestamp(found) and pa.types.is_timestamp(expected):
+        return True  # any unit; DuckDB and pyarrow convert
+    return found.equals(expected)
+
+
+def foreign_reason(path: str | Path, table: str) -> str | None:
+    """Why the file at `path` is not a Parquet file of `table` (None when it is one)."""
+    try:
+        if os.path.getsize(path) == 0:
+            return "an empty file"
+        schema = pq.read_schema(path)
+    except (OSError, pa.ArrowException):
+        return "not a Parquet file"
+    expected = TABLES[table]
+    missing = [c for c in KEY_COLUMNS[table] if c not in schema.names]
+    if missing:
+        return f"Parquet of another schema (no {', '.join(missing)} column)"
+    wrong = [
+        f"{f.name} is {f.type}, not {_plain(expected.field(f.name).type)}"
+        for f in schema
+        if f.name in expected.names and not _compatible(f.type, expected.field(f.name).type)
+    ]
+    if wrong:
+        return "wrong column types: " + "; ".join(wrong)
+    return None
+
+
+def table_files(root: str | Path, table: str, first_day: str | None = None, last_day: str | None = None) -> TableFiles:
+    """`root/<table>/date=*/*.parquet` within [first_day, last_day] (inclusive `YYYY-MM-DD` bounds; whole
+    partitions outside are never opened). Names starting with `_` or `.` (journals, files being written) are not
+    data; every other file is checked and, when it is not one of this table's, listed as foreign."""
     if table not in TABLES:
         raise ValueError(f"unknown table {table!r}; the tables are {', '.join(TABLES)}")
-    path = Path(root) / table
-    if not path.is_dir():
+    out = TableFiles()
+    base = Path(root) / table
+    if not base.is_dir():
+        return out
+    for folder in sorted(base.iterdir()):
+        if folder.name.startswith(("_", ".")):
+            continue
+        if not folder.is_dir() or not folder.name.startswith("date="):
+            out.foreign.append((str(folder), "not a date= partition"))
+            continue
+        day = folder.name.removeprefix("date=")
+        if (first_day is not None and day < first_day) or (last_day is not None and day > last_day):
+            continue
+        for f in sorted(folder.iterdir()):
+            if f.name.startswith(("_", ".")):
+                continue
+            reason = "a directory" if f.is_dir() else foreign_reason(f, table)
+            if reason is None:
+                out.files.append(str(f))
+            else:
+                out.foreign.append((str(f), reason))
+    return out
+
+
+def table_dataset(root: str | Path, table: str, files: list[str] | None = None) -> ds.Dataset | None:
+    """A pyarrow dataset over the table's readable files (`table_files`, or `files`), or None without any.
+
+    The explicit schema lets files written by earlier versions load (columns they lack come back null).
+    """
+    if files is None:
+        files = table_files(root, table).files
+    if not files:
         return None
     schema = TABLES[table].append(pa.field("date", pa.string()))
-    dataset = ds.dataset(path, format="parquet", partitioning=PARTITIONING, schema=schema)
-    if not dataset.files:
-        return None
-    return dataset
+    return ds.dataset(
+        files, format="parquet", partitioning=PARTITIONING, partition_base_dir=str(Path(root) / table), schema=schema
+    )
 
 
 def read_table(
@@ -36,8 +118,9 @@ def read_table(
     table: str,
     columns: list[str] | None = None,
     filter: ds.Expression | None = None,
+    files: list[str] | None = None,
 ) -> pa.Table:
-    dataset = table_dataset(root, table)
+    dataset = table_dataset(root, table, files)
     if dataset is None:
         schema = TABLES[table]
         if columns is not None:
@@ -57,4 +140,58 @@ def load(
 
 
 def tables_present(root: str | Path) -> list[str]:
-    return [t for t in TABLES if table_dataset(root, t) is not None]
+    return [t for t in TABLES if table_files(root, t).files]
+
+
+# journals ------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Journals:
+    """The rows journaled but not yet rolled into Parquet: per table, their batches (torn tails cut off), and
+    which journal directories belong to a running writer and which to one that died."""
+
+    tables: dict[str, list[pa.Table]] = field(default_factory=lambda: {t: [] for t in TABLES})
+    live: list[str] = field(default_factory=list)
+    dead: list[str] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("live", "dead"), 0))
+    paths: list[str] = field(default_factory=list)  # the journal files read
+
+
+def writer_alive(directory: Path) -> bool:
+    """Whether a writer holds the lock of its journal directory (a shared lock is refused while it lives)."""
+    try:
+        fd = os.open(directory / "lock", os.O_RDONLY)
+    except OSError:
+        return False  # no lock file: no writer ever locked it, or it is being removed
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases a lock taken here
+    return False
+
+
+def read_journals(root: str | Path) -> Journals:
+    """Every complete batch in `root/_journal/<writer>/<table>-*.arrows`, of live and of dead writers."""
+    out = Journals()
+    base = Path(root) / JOURNAL_DIR
+    if not base.is_dir():
+        return out
+    for d in sorted(base.iterdir()):
+        if not d.is_dir():
+            continue
+        state = "live" if writer_alive(d) else "dead"
+        got = 0
+        for table in TABLES:
+            for path in sorted(d.glob(f"{table}-*.arrows")):
+                data, _torn = read_journal(path)  # a live writer's last batch may be mid-write: it comes next time
+                out.paths.append(str(path))
+                if data is not None and data.num_rows:
+                    out.tables[table].append(data)
+                    got += data.num_rows
+        if got:
+            getattr(out, state).append(str(d))
+            out.rows[state] += got
+    return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: exchanges.trace_id, span_id, parent_span_id
 METADATA_KEY = b"converse_tap.schema_version"
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -60,6 +60,9 @@ EXCHANGES = pa.schema(
         _f("replies", pa.int32(), False),
         _f("source", _DICT),
         _f("anomalies", _LIST_STR),
+        _f("trace_id", _STR),
+        _f("span_id", _STR),
+        _f("parent_span_id", _STR),
     ]
 )
 

@@ -28,12 +28,20 @@ _STOP = object()
 Job = Callable[[], Extraction | None]
 
 
+_MAX_MICROS = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z, the last instant Parquet readers all take
+
+
 def _to_micros(rows: list[dict[str, Any]], columns: list[str]) -> None:
     for r in rows:
         for c in columns:
             v = r.get(c)
             if isinstance(v, (int, float)) and not isinstance(v, bool):  # rows carry epoch seconds
-                r[c] = round(v * 1_000_000)
+                micros = v * 1_000_000
+                if micros == micros and -_MAX_MICROS <= micros <= _MAX_MICROS:
+                    r[c] = round(micros)
+                else:  # a timing no clock gives (inf, nan, 1e300): kept as unknown, and said so
+                    r[c] = None
+                    r.setdefault("anomalies", []).append(f"unrepresentable_value:{c}")
 
 
 @dataclass
@@ -43,6 +51,8 @@ class WriterStats:
     rows_dropped: int = 0
     extract_failures: int = 0
     files: int = 0
+    flush_failures: int = 0
+    rows_rolled: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TABLES, 0))  # into Parquet files
 
 
 class _Journal:
@@ -74,8 +84,9 @@ class DatasetWriter:
     `submit` is safe from any thread, never blocks and never wakes the worker: the worker thread wakes every
     `flush_interval` seconds, runs the extraction jobs queued since, appends their rows to the journals, and
     rolls the journals into Parquet
-    every `rollover_rows` rows or `rollover_seconds`. When the disk fails, rows wait in memory (at most
-    `max_pending_rows`; beyond that they are counted as dropped) and are retried every flush interval.
+    every `rollover_rows` rows, `rollover_bytes` bytes of journal (when given) or `rollover_seconds`.
+    When the disk fails, rows wait in memory (at most `max_pending_rows`; beyond that they are counted as
+    dropped) and are retried every flush interval.
     """
 
     def __init__(
@@ -86,11 +97,13 @@ class DatasetWriter:
         rollover_seconds: float = 300.0,
         max_pending_rows: int = 500_000,
         on_rows: Callable[[Extraction], None] | None = None,
+        rollover_bytes: int | None = None,
     ) -> None:
         self.root = Path(root)
         self.flush_interval = flush_interval
         self.rollover_rows = rollover_rows
         self.rollover_seconds = rollover_seconds
+        self.rollover_bytes = rollover_bytes  # of journals: what a roll-over reads back into memory
         self.max_pending_rows = max_pending_rows
         self.on_rows = on_rows
         self.id = writer_id()
@@ -166,7 +179,7 @@ class DatasetWriter:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
-        if not any(self._pending.values()):
+        if not any(self._pending.values()) and not any(self._journal_files.values()):  # else: for `recover`
             shutil.rmtree(self.dir, ignore_errors=True)
             with contextlib.suppress(OSError):  # only when no other writer shares the dataset
                 self.dir.parent.rmdir()
@@ -246,7 +259,9 @@ class DatasetWriter:
             if not rows:
                 continue
             try:
-                batch = pa.RecordBatch.from_pylist(rows, schema=TABLES[table])
+                batch = self._batch(table, rows)
+                if batch is None:
+                    continue
                 journal = self._journals.get(table)
                 if journal is not None and not journal.path.exists():  # the directory was removed under us
                     with contextlib.suppress(OSError):
@@ -263,6 +278,7 @@ class DatasetWriter:
                 journal.append(batch)
                 self._journal_rows[journal.path] = journal.rows
             except OSError as e:
+                self.stats.flush_failures += 1
                 if not self._failing:
                     log.error(
                         "converse-tap: cannot write to %s (%s); traffic is unaffected, %d rows are held in "
@@ -278,16 +294,38 @@ class DatasetWriter:
                     with contextlib.suppress(OSError):
                         broken.close()
                 return
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-                log.exception("converse-tap: %d %s rows do not fit the schema and are dropped", len(rows), table)
-                self.stats.rows_dropped += len(rows)
-                rows.clear()
-                continue
             self.stats.rows_written[table] += len(rows)
             rows.clear()
         if self._failing and not any(self._pending.values()):
             log.warning("converse-tap: writing to %s works again; held rows are saved", self.dir)
             self._failing = False
+
+    def _batch(self, table: str, rows: list[dict[str, Any]]) -> pa.RecordBatch | None:
+        """The rows as one batch. One odd value must cost only its own row: when the batch does not build,
+        the rows are tried one by one, mending what does not fit (and saying so in the row's anomalies)."""
+        schema = TABLES[table]
+        try:
+            return pa.RecordBatch.from_pylist(rows, schema=schema)
+        except _UNSTORABLE:
+            pass
+        kept = _mend_rows(rows, schema)
+        self.stats.rows_dropped += len(rows) - len(kept)
+        rows[:] = kept
+        if not kept:
+            return None
+        try:
+            return pa.RecordBatch.from_pylist(kept, schema=schema)
+        except _UNSTORABLE:
+            log.exception("converse-tap: %d %s rows do not fit the schema and are dropped", len(kept), table)
+            self.stats.rows_dropped += len(kept)
+            rows.clear()
+            return None
+
+    def poll(self) -> None:
+        """For a writer started with `thread=False`: journal and roll over if due, while no rows arrive."""
+        if self._inline and time.monotonic() >= self._next_flush:
+            self._flush_and_roll()
+            self._next_flush = time.monotonic() + self.flush_interval
 
     def _forget_vanished(self, table: str) -> None:
         """Journals whose files were removed under us (the directory deleted): count their rows as lost, loudly."""
@@ -301,6 +339,9 @@ class DatasetWriter:
 
     def _rollover_due(self) -> bool:
         rows = sum(j.rows for j in self._journals.values())
+        journal_bytes = sum(j.file.tell() for j in self._journals.values()) if self.rollover_bytes else 0
+        if rows > 0 and self.rollover_bytes and journal_bytes >= self.rollover_bytes:
+            return True
         return rows >= self.rollover_rows or (rows > 0 and time.monotonic() - self._last_roll >= self.rollover_seconds)
 
     def _rollover(self) -> None:
@@ -319,6 +360,7 @@ class DatasetWriter:
                 if data is not None:
                     stem = f"{int(time.time() * 1000)}-{self.id}-{self._rolled}"
                     self.stats.files += len(write_parquet(self.root, table, data, stem))
+                    self.stats.rows_rolled[table] += data.num_rows
                 for path in paths:
                     path.unlink(missing_ok=True)
                     self._journal_rows.pop(path, None)
@@ -331,6 +373,76 @@ class DatasetWriter:
                 )
         self._rolled += 1
         self._last_roll = time.monotonic()
+
+
+_UNSTORABLE = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError, OverflowError)
+
+
+def _mend_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> list[dict[str, Any]]:
+    """The rows that fit `schema`, each value that does not replaced (text escaped, anything else null or a
+    neutral value for a required column) and named in the row's anomalies; a row that still fails is dropped."""
+    kept = []
+    for row in rows:
+        try:
+            pa.RecordBatch.from_pylist([row], schema=schema)
+            kept.append(row)
+            continue
+        except _UNSTORABLE:
+            pass
+        mended = dict(row)
+        notes = []
+        for f in schema:
+            value = mended.get(f.name)
+            if value is None:
+                continue
+            try:
+                pa.array([value], type=f.type)
+            except _UNSTORABLE:
+                mended[f.name] = _mend_value(value, f)
+                notes.append(f"unstorable_value:{f.name}")
+        if "anomalies" in schema.names:
+            mended["anomalies"] = [_escape(a) if isinstance(a, str) else str(a) for a in mended.get("anomalies") or []]
+            mended["anomalies"] += notes
+        try:
+            pa.RecordBatch.from_pylist([mended], schema=schema)
+            kept.append(mended)
+            log.warning("converse-tap: %s", ", ".join(notes) or "a row was mended")
+        except _UNSTORABLE:
+            log.exception("converse-tap: a %s row does not fit the schema and is dropped", schema.names[0])
+    return kept
+
+
+def _mend_value(value: Any, f: pa.Field) -> Any:
+    t = f.type
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_string(t) and isinstance(value, str):
+        return _escape(value)
+    if pa.types.is_list(t) and isinstance(value, list):
+        item = pa.field("item", t.value_type)
+        out = []
+        for v in value:
+            try:
+                pa.array([v], type=t.value_type)
+                out.append(v)
+            except _UNSTORABLE:
+                out.append(_mend_value(v, item))
+        return out
+    if pa.types.is_struct(t) and isinstance(value, dict):
+        return {k.name: _mend_value(value.get(k.name), k) if value.get(k.name) is not None else None for k in t}
+    if f.nullable:
+        return None
+    if pa.types.is_string(t):
+        return _escape(str(value))
+    return False if pa.types.is_boolean(t) else 0
+
+
+def _escape(text: str) -> str:
+    """Text Arrow cannot hold (lone surrogates from JSON escapes or undecodable bytes) made storable, visibly."""
+    try:  # bytes that were not UTF-8, carried as surrogate escapes: shown as the bytes they were (\xff)
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # other lone surrogates: shown as code points (\ud800)
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def recover(root: Path) -> dict[str, int]:

@@ -92,3 +92,40 @@ def test_unterminated_last_event_is_kept_at_close() -> None:
 @given(st.binary(max_size=2000))
 def test_garbage_never_raises(data: bytes) -> None:
     parse_sse(data)
+
+
+LINES = [
+    b"data: 1",
+    b"data:2",
+    b"data",
+    b": ping",
+    b"event: x",
+    b"id: 3",
+    b"retry: 5",
+    b"",
+    b"dat",
+    b"data: " + b"z" * 40,
+]
+
+
+@given(
+    lines=st.lists(st.sampled_from(LINES), max_size=60),
+    cuts=st.lists(st.integers(min_value=0, max_value=2_000), max_size=20),
+    switch=st.integers(min_value=0, max_value=5),
+)
+def test_count_only_counts_exactly_what_parsing_dispatches(lines: list[bytes], cuts: list[int], switch: int) -> None:
+    """The count-only tail of a long stream (fast scans) counts the same events full parsing dispatches,
+    whatever the chunking and wherever counting starts."""
+    body = b"\n".join(lines) + b"\n"
+    full = SseParser()
+    n = len(full.feed(body)) + len(full.close())
+    counting = SseParser(max_event_bytes=30)  # small: long lines are skipped while counting, too
+    points = sorted({c % (len(body) + 1) for c in cuts})
+    last = 0
+    for i, p in enumerate([*points, len(body)]):
+        counting.count_only = i >= switch
+        counting.feed(body[last:p])
+        last = p
+    counting.count_only = True
+    counting.close()
+    assert counting.dispatched == n == full.dispatched

@@ -1,5 +1,3 @@
-import logging
-
 from mitmproxy.test import tflow
 
 from converse_tap.a2a.extract import extract
@@ -45,14 +43,17 @@ def test_anomalies_are_counted_in_the_line() -> None:
     assert summary_lines(_ext(envelope(author="robot")), "exchanges")[0].endswith("| 1 anomaly")
 
 
-def test_addon_logs_lines_for_a2a_only(tap, caplog) -> None:
-    addon, _, _ = tap
-    caplog.set_level(logging.INFO)
+def test_addon_prints_lines_for_a2a_only(tap, capfd) -> None:
+    """The recording worker prints the lines on the stderr it shares with mitmproxy (stdout stays for data)."""
+    addon, tctx, _ = tap
+    tctx.configure(addon, converse_tap_summary="off")  # each change starts a new worker: this one
+    tctx.configure(addon, converse_tap_summary="exchanges")  # is started while capfd listens
     for flow in (tflow.tflow(resp=True), a2a_flow(response=jsonrpc_result({"message": agent_message()}))):
         addon.request(flow)
         addon.responseheaders(flow)
         addon.response(flow)
     addon.done()
-    lines = [r.message for r in caplog.records if r.message.startswith("A2A ")]
+    out = capfd.readouterr().err
+    lines = [line for line in out.splitlines() if line.startswith("A2A ")]
     assert lines == ["A2A agent.test:9000/a2a/jsonrpc SendMessage [jsonrpc v1.0] 200 | answered | by agent"]
-    assert "1 A2A exchanges, 1 replies, 0 anomalies" in caplog.text
+    assert "converse-tap: 1 A2A exchanges, 1 envelope sightings" in out

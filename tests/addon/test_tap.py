@@ -132,7 +132,7 @@ def test_a_bug_in_the_addon_never_reaches_mitmproxy(tap, monkeypatch, caplog) ->
     def broken(*args, **kwargs):
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(tap_module, "classify", broken)
+    monkeypatch.setattr(tap_module, "maybe_a2a", broken)
     caplog.set_level(logging.ERROR)
     for _ in range(3):
         run_hooks(addon, a2a_flow(response=jsonrpc_result({"message": agent_message()})))
@@ -153,7 +153,8 @@ def test_bad_options_fail_at_startup(tap, tmp_path) -> None:
 
 def test_hash_policy_uses_one_salt_per_dataset(tap) -> None:
     addon, tctx, out = tap
-    tctx.configure(addon, converse_tap_text="hash")
+    out = out.with_name("hashed")  # the fixture's dataset is claimed for the keep policy
+    tctx.configure(addon, converse_tap_dir=str(out), converse_tap_text="hash")
     run_hooks(addon, a2a_flow(response=jsonrpc_result({"message": agent_message(text="hello")})))
     addon.done()
     salt = (out / "_salt").read_bytes()
@@ -179,10 +180,17 @@ def test_a_host_that_never_configures_the_addon_still_gets_a_recording(tmp_path,
     monkeypatch.chdir(tmp_path)
     addon = ConverseTap()
     with taddons.context(addon):
-        assert addon.writer is None
+        assert addon.channel is None
         run_hooks(addon, a2a_flow(response=jsonrpc_result({"message": agent_message()})))
         addon.done()
     assert load(tmp_path / "converse-tap-data", "exchanges")["method"].tolist() == ["SendMessage"]
+
+
+def test_a_dataset_keeps_one_text_policy_under_mitmdump_too(tap) -> None:
+    addon, tctx, _ = tap
+    run_hooks(addon, a2a_flow(response=jsonrpc_result({"message": agent_message()})))
+    with pytest.raises(exceptions.OptionsError, match=r"'keep' policy, not 'hash'.*converse_tap_text="):
+        tctx.configure(addon, converse_tap_text="hash")
 
 
 def test_grpc_is_tapped_message_by_message_and_forwarded_unchanged(tap) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from converse_tap.a2a.extract import extract
+from mitmproxy import http
+
+from converse_tap.a2a.extract import Extraction, extract
 from converse_tap.a2a.redact import TextPolicy
 from converse_tap.addon.flows import exchange_from_flow
 from converse_tap.store.writer import DatasetWriter
@@ -22,7 +24,8 @@ def _reply(mid: str, ctx: str, minute: int, **env: object):
     return flow
 
 
-def build_sample(out: Path) -> None:
+def sample_flows() -> list[http.HTTPFlow]:
+    """The golden sample's flows, ids fixed."""
     cov = lambda c, r: {"availability": "assessed", "coverage": c, "reason": r}  # noqa: E731
     flows = [
         _reply("a1", "c1", 0),
@@ -69,11 +72,24 @@ def build_sample(out: Path) -> None:
         "skills": [{"id": "book_table"}],
     }
     flows.append(a2a_flow(method="GET", path="/.well-known/agent-card.json", response=json.dumps(card).encode()))
-    writer = DatasetWriter(out, flush_interval=60)
-    writer.start()
     for i, flow in enumerate(flows):
         flow.id = f"ex-{i:02d}"
+    return flows
+
+
+def sample_extractions() -> list[Extraction]:
+    """The sample's exchanges, extracted: 8 A2A calls (7 replies, one polled again) and one agent card."""
+    out = []
+    for flow in sample_flows():
         ext = extract(exchange_from_flow(flow), TextPolicy())
         assert ext is not None
+        out.append(ext)
+    return out
+
+
+def build_sample(out: Path) -> None:
+    writer = DatasetWriter(out, flush_interval=60)
+    writer.start()
+    for ext in sample_extractions():
         writer.submit(ext)
     writer.close()

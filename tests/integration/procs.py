@@ -36,7 +36,13 @@ class Proc:
     def __init__(self, args: list[str], cwd: Path | None = None) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.popen = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd, env=env
+            args,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="backslashreplace",  # a log line may carry bytes from the wire
+            cwd=cwd,
+            env=env,
         )
         self.lines: list[str] = []
         self._cond = threading.Condition()

@@ -1,0 +1,232 @@
+"""The proxy's side of the capture pipe: records go to a worker process without ever blocking the event loop.
+
+Each record is pickled and framed (4-byte length) into a bounded in-memory backlog, written to the worker's
+stdin by the event loop whenever the pipe can take it (`add_writer`; no thread, no lock, no GIL hand-off). If
+the worker falls behind until the backlog is full, new records are dropped and counted; if it dies, the bytes in
+flight are counted as lost, and a new worker is started (it recovers the dead one's journals).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import itertools
+import logging
+import os
+import pickle
+import select
+import struct
+import subprocess
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_LEN = struct.Struct(">I")
+_IOV_MAX = 512
+_F_SETPIPE_SZ = 1031  # Linux: a larger pipe absorbs bursts without a wake-up per record
+RESTART_BACKOFF = 1.0
+
+
+@dataclass
+class ChannelStats:
+    records: int = 0
+    dropped: int = 0  # refused because the backlog was full or the worker was down
+    lost_in_flight: int = 0  # bytes written towards a worker that died
+    restarts: int = 0
+    drops_by_flow: set[str] = field(default_factory=set)
+
+
+class Channel:
+    """Owns one worker process. `send` is for the event loop thread (or any single thread when no loop runs)."""
+
+    def __init__(self, config: dict[str, Any], max_backlog: int = 64 * 1024 * 1024) -> None:
+        self.config = config
+        self.max_backlog = max_backlog
+        self.stats = ChannelStats()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._fd = -1
+        self._buf: deque[bytes | memoryview] = deque()
+        self._backlog = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._scheduled = False
+        self._watching = False
+        self._down_until = 0.0
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def start(self) -> None:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "converse_tap.addon.worker"],
+            stdin=subprocess.PIPE,
+            env=env,
+            close_fds=True,
+        )
+        assert proc.stdin is not None
+        fd = proc.stdin.fileno()
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, _F_SETPIPE_SZ, 1 << 20)
+        os.set_blocking(fd, False)
+        self._proc, self._fd = proc, fd
+        self._buf, self._backlog = deque(), 0
+        self._send_now(("config", self.config))
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def close(self, timeout: float = 60.0) -> int | None:
+        """Write what is buffered, close the pipe, wait for the worker to finish its files. Returns its exit code."""
+        if self._closed or self._proc is None:
+            return None
+        self._closed = True
+        self._unwatch()
+        self._drain_blocking(timeout)
+        proc = self._proc
+        with contextlib.suppress(OSError):
+            assert proc.stdin is not None
+            proc.stdin.close()
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            log.error("converse-tap: the recording worker did not finish within %.0fs; stopping it", timeout)
+            proc.terminate()
+            return proc.wait()
+
+    # -- sending -----------------------------------------------------------------------------------------
+    def send(self, record: tuple[Any, ...], force: bool = False) -> bool:
+        """Queue one record; False (and counted) when it had to be dropped. `force`: a small record that must
+        not be dropped for the backlog (a stream's start or end), so that the worker never holds a stream open."""
+        if self._closed:
+            return False
+        if self._proc is None and not self._restart():  # a dead worker shows as a failed write
+            self.stats.dropped += 1
+            return False
+        data = pickle.dumps(record, protocol=5)
+        if not force and self._backlog + len(data) + 4 > self.max_backlog:
+            self.stats.dropped += 1
+            if self.stats.dropped == 1 or self.stats.dropped % 10_000 == 0:
+                log.warning(
+                    "converse-tap: the recording worker is behind by %d bytes; %d records dropped so far "
+                    "(traffic is unaffected)",
+                    self._backlog,
+                    self.stats.dropped,
+                )
+            return False
+        self.stats.records += 1
+        self._buf.append(_LEN.pack(len(data)))
+        self._buf.append(data)
+        self._backlog += len(data) + 4
+        self._schedule()
+        return True
+
+    def _send_now(self, record: tuple[Any, ...]) -> None:
+        data = pickle.dumps(record, protocol=5)
+        self._buf.append(_LEN.pack(len(data)))
+        self._buf.append(data)
+        self._backlog += len(data) + 4
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if self._scheduled or self._watching:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None:  # no event loop (unit tests driving hooks): write through
+            self._drain_blocking(60.0)
+            return
+        self._loop = loop
+        self._scheduled = True
+        loop.call_soon(self._flush)  # one write for everything sent in this turn of the loop
+
+    def _flush(self) -> None:
+        self._scheduled = False
+        if self._write_some() and self._buf and not self._watching and self._loop is not None:
+            self._loop.add_writer(self._fd, self._on_writable)
+            self._watching = True
+
+    def _on_writable(self) -> None:
+        if not self._write_some() or not self._buf:
+            self._unwatch()
+
+    def _unwatch(self) -> None:
+        if self._watching and self._loop is not None:
+            with contextlib.suppress(Exception):
+                self._loop.remove_writer(self._fd)
+        self._watching = False
+
+    def _write_some(self) -> bool:
+        """Write as much of the backlog as the pipe takes now, without joining or copying it (writev of the
+        queued buffers). False when the worker is gone."""
+        buf = self._buf
+        while buf:
+            views = list(itertools.islice(buf, 0, _IOV_MAX))
+            try:
+                n = os.writev(self._fd, views)
+            except BlockingIOError:
+                return True
+            except OSError as e:  # BrokenPipeError: the worker died
+                self._died(e)
+                return False
+            self._backlog -= n
+            full = n < sum(len(v) for v in views)
+            while n:
+                head = buf[0]
+                if n >= len(head):
+                    n -= len(head)
+                    buf.popleft()
+                else:
+                    buf[0] = memoryview(head)[n:]
+                    n = 0
+            if full:
+                return True
+        return True
+
+    def _drain_blocking(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self._buf and self._fd >= 0:
+            if not self._write_some():
+                return
+            if self._buf:
+                if time.monotonic() > deadline:
+                    log.error("converse-tap: gave up writing %d bytes to the recording worker", self._backlog)
+                    return
+                select.select([], [self._fd], [], 0.5)
+
+    # -- failure -----------------------------------------------------------------------------------------
+    def _died(self, error: BaseException) -> None:
+        self._unwatch()
+        self.stats.lost_in_flight += self._backlog
+        code = self._proc.poll() if self._proc is not None else None
+        log.error(
+            "converse-tap: the recording worker stopped (%s, exit %s); %d bytes of records in flight are lost. "
+            "Traffic is unaffected; a new worker starts and recovers its journals.",
+            error,
+            code,
+            self._backlog,
+        )
+        self._buf, self._backlog = deque(), 0
+        with contextlib.suppress(Exception):
+            if self._proc is not None and self._proc.stdin is not None:
+                self._proc.stdin.close()
+        self._proc = None
+        self._down_until = time.monotonic() + RESTART_BACKOFF
+
+    def _restart(self) -> bool:
+        if time.monotonic() < self._down_until:
+            return False
+        try:
+            self.start()
+        except OSError as e:
+            log.error("converse-tap: cannot start the recording worker: %s", e)
+            self._down_until = time.monotonic() + RESTART_BACKOFF
+            return False
+        self.stats.restarts += 1
+        return True

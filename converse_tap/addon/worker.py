@@ -1,0 +1,378 @@
+"""The recording worker: a process of its own that turns the proxy's raw capture records into dataset rows.
+
+`python -m converse_tap.addon.worker`, started by the addon (channel.py) with a pipe on stdin. Everything that
+costs CPU or memory in proportion to what the wire says — decompression, SSE splitting, JSON, the envelope,
+Arrow and Parquet — happens here, so that none of it can slow, grow or stop the proxy. Summary lines go to
+stderr, which it shares with mitmproxy: chatter, never mixed into what a command prints as data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pickle
+import select
+import signal
+import struct
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from mitmproxy.net.http import url as urls
+
+from ..a2a.exchange import HttpExchange
+from ..a2a.extract import Extraction, Extractor, failed_extraction
+from ..a2a.grpc import is_grpc
+from ..a2a.grpc_frames import GrpcFrameParser, parser_anomalies
+from ..a2a.headers import Headers
+from ..a2a.inflate import Inflater, TooLarge, decoded_prefix
+from ..a2a.redact import Redaction, TextPolicy, install_log_redactor
+from ..a2a.sse import SseParser
+from ..export.live import LiveExport
+from ..store.writer import DatasetWriter, recover
+from .flows import PREFIX, _addr, _body
+from .summary import summary_lines
+
+log = logging.getLogger("converse_tap.worker")
+_LEN = struct.Struct(">I")
+_PORTS = {"http": 80, "https": 443}
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
+
+
+def _headers(fields: Any) -> Headers:
+    return Headers((_text(k), _text(v)) for k, v in fields)
+
+
+@dataclass(slots=True)
+class _Stream:
+    ex: HttpExchange
+    extractor: Extractor
+    parser: SseParser
+    inflater: Inflater | None
+    bytes: int = 0
+    failed: str | None = None
+    grpc: GrpcFrameParser | None = None  # a gRPC response: length-prefixed messages instead of SSE events
+
+
+class Worker:
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.max_body: int = config["max_body"]
+        self.max_events: int = config["max_events"]
+        self.summary: str = config["summary"]
+        self.policy = TextPolicy(config["text"], bytes.fromhex(config["salt"]))
+        self.redaction = Redaction.from_patterns(config.get("redact") or None)
+        install_log_redactor(redaction=self.redaction)
+        self.root = Path(config["dir"])
+        recovered = recover(self.root)
+        if any(recovered.values()):
+            log.info("converse-tap: recovered journals left by an earlier run: %s", recovered)
+        self.writer = DatasetWriter(
+            self.root,
+            flush_interval=config["flush_interval"],
+            rollover_rows=config["rollover_rows"],
+            rollover_seconds=config["rollover_seconds"],
+            on_rows=self._on_rows,
+        )
+        self.writer.start(thread=False)
+        exports = config.get("otlp_endpoint") or config.get("metrics_listen")
+        self.live = LiveExport(config, self._health) if exports else None
+        self.streams: dict[str, _Stream] = {}
+        self.replies = 0
+        self.anomalies = 0
+        self.failures = 0
+        self.lost_streams = 0
+        self.reverse: set[str] = set()  # GETs captured by a reverse-mode proxy, until they are extracted
+        self.warned: set[tuple[str, str]] = set()
+
+    # -- records -----------------------------------------------------------------------------------------
+    def handle(self, record: tuple[Any, ...]) -> None:
+        kind = record[0]
+        if kind == "x":
+            _, fid, req, resp, err = record
+            ex = self._exchange(fid, req, resp, err)
+            self._submit(ex, lambda: self._extract_whole(ex))
+        elif kind == "o":
+            self._open(*record[1:])
+        elif kind == "c":
+            stream = self.streams.get(record[1])
+            if stream is not None:
+                self._chunk(stream, record[2], record[3])
+        elif kind == "e":
+            self._close(*record[1:])
+
+    def _exchange(self, fid: str, req: tuple[Any, ...], resp: tuple[Any, ...] | None, err: Any) -> HttpExchange:
+        method, (scheme, host, port, path), version, fields, body, body_len, ts_start, client, server, reverse = req
+        anomalies: list[str] = []
+        headers = _headers(fields)
+        too_large = body is not None and body_len > len(body)
+        path = _text(path)
+        ex = HttpExchange(
+            id=fid,
+            method=_text(method).upper(),
+            url=urls.unparse(_text(scheme), host, port, path if path != "*" else ""),  # as Request.url builds it
+            request_headers=headers,
+            request_body=None if too_large else _body(body, headers, self.max_body, "request", anomalies),
+            request_prefix=body[:PREFIX] if too_large else None,
+            http_version=_text(version),
+            ts_start=ts_start,
+            client_addr=_addr(client),
+            server_addr=_addr(server),
+            bytes_in=body_len,
+            source="live",
+            anomalies=anomalies,
+        )
+        if reverse and ex.method == "GET":
+            self.reverse.add(fid)
+        if too_large:
+            anomalies.append(f"request_body_too_large:{body_len}")
+        elif ex.request_body is None and body and any(a.startswith("request_body_too_large") for a in anomalies):
+            # a request that inflates past the limit is still recognised from its decoded start
+            ex.request_prefix = decoded_prefix(body, ", ".join(headers.get_all("content-encoding")), PREFIX)
+        if resp is not None:
+            status, rfields, ts_first = resp[:3]
+            ex.status = status
+            ex.response_headers = _headers(rfields)
+            ex.ts_first_byte = ts_first
+            if len(resp) > 3:
+                ts_end, rbody, rlen = resp[3:]
+                ex.ts_end = ts_end
+                ex.bytes_out = rlen
+                if rbody is not None and rlen > len(rbody):
+                    anomalies.append(f"response_body_too_large:{rlen}")
+                else:
+                    ex.response_body = _body(rbody, ex.response_headers, self.max_body, "response", anomalies)
+        if err is not None:
+            ex.error, ts_err = err
+            ex.ts_end = ex.ts_end or ts_err
+        return ex
+
+    def _extract_whole(self, ex: HttpExchange) -> Extraction | None:
+        extractor = Extractor.start(ex, self.policy, redaction=self.redaction)
+        return extractor.finish() if extractor is not None else None
+
+    def _open(self, fid: str, req: tuple[Any, ...], resp_head: tuple[Any, ...]) -> None:
+        ex = self._exchange(fid, req, resp_head, None)
+        ex.sse_events = []  # tapped live: events go to the extractor as they come and are not kept
+        try:
+            extractor = Extractor.start(ex, self.policy, redaction=self.redaction)
+        except Exception as e:
+            error = e
+            self._submit(ex, lambda: failed_extraction(ex, error, self.redaction))
+            return
+        if extractor is None:
+            return
+        if is_grpc(ex.response_headers.get("content-type")):
+            ex.sse_events = None
+            ex.grpc_frames = []
+            grpc = GrpcFrameParser(self.max_body, ex.response_headers.get("grpc-encoding") or "")
+            self.streams[fid] = _Stream(ex, extractor, SseParser(self.max_body), None, grpc=grpc)
+            return
+        inflater = None
+        ce = ", ".join(ex.response_headers.get_all("content-encoding"))
+        try:
+            inflater = Inflater(ce, None) if ce else None
+        except ValueError as e:
+            ex.anomalies.append(f"sse_not_parsed:{e}")
+        stream = _Stream(ex, extractor, SseParser(self.max_body), inflater)
+        if inflater is None and ce and ce.strip().lower() != "identity":
+            stream.failed = "unsupported content-encoding"
+        self.streams[fid] = stream
+
+    def _chunk(self, stream: _Stream, received: float, chunk: bytes) -> None:
+        stream.bytes += len(chunk)
+        if stream.failed is not None:
+            return
+        if stream.grpc is not None:
+            assert stream.ex.grpc_frames is not None
+            stream.ex.grpc_frames.extend(stream.grpc.feed(chunk, received))
+            return
+        try:
+            pieces = stream.inflater.pieces(chunk) if stream.inflater is not None else (chunk,)
+            for piece in pieces:
+                for ev in stream.parser.feed(piece, received):
+                    stream.extractor.event(ev)
+                if not stream.parser.count_only and stream.parser.dispatched >= self.max_events:
+                    stream.parser.count_only = True
+                    stream.extractor.note(f"sse_events_not_parsed_past:{self.max_events}")
+        except TooLarge:
+            stream.failed = "too large"
+        except Exception as e:  # corrupt compression, or a bug: the stream stays recorded, unparsed from here
+            stream.failed = f"{type(e).__name__}: {e}"
+            stream.extractor.note(f"sse_parse_failed:{stream.failed}"[:200])
+
+    def _close(self, fid: str, resp_end: tuple[Any, ...], err: Any, lost: bool = False) -> None:
+        stream = self.streams.pop(fid, None)
+        if stream is None:
+            self.lost_streams += 1  # opened before this worker started (a restart): nothing to attach it to
+            return
+        ex = stream.ex
+        if lost:  # the proxy could not hand on every chunk (worker behind): what came is parsed, no more
+            stream.extractor.note("capture_incomplete:recorder_backlog")
+            stream.failed = stream.failed or "recorder backlog"
+        ex.ts_end, trailers = resp_end
+        if trailers:
+            ex.response_trailers = _headers(trailers)
+        ex.bytes_out = stream.bytes
+        if err is not None:
+            ex.error, ts_err = err
+            ex.ts_end = ex.ts_end or ts_err
+        if stream.grpc is not None:
+            for note in parser_anomalies(stream.grpc):
+                stream.extractor.note(note)
+        partial = stream.failed is not None or (ex.error is not None and stream.parser.pending)
+        if stream.failed is None and ex.error is None and stream.grpc is None:
+            try:  # a clean end: a last event without its blank line still counts
+                for ev in stream.parser.close(ex.ts_end):
+                    stream.extractor.event(ev)
+            except Exception as e:
+                stream.failed = f"{type(e).__name__}: {e}"
+        ex.sse_comments = stream.parser.comments
+        extractor = stream.extractor
+        extractor.n_events = max(extractor.n_events, stream.parser.dispatched)
+
+        def finish() -> Extraction | None:
+            return extractor.finish(partial=partial)
+
+        self._submit(ex, finish)
+
+    def _submit(self, ex: HttpExchange, job: Any) -> None:
+        def safe() -> Extraction | None:
+            reverse = ex.id in self.reverse
+            self.reverse.discard(ex.id)
+            try:
+                ext = job()
+            except Exception as e:  # a bug or an input we did not foresee: the exchange is kept, flagged
+                self.failures += 1
+                if self.failures == 1:
+                    log.exception("converse-tap: extraction failed on %s (logged once)", ex.id)
+                return failed_extraction(ex, e, self.redaction)
+            if reverse and ext is not None and ext.agent_cards:
+                self._check_card(ext)
+            return ext
+
+        self.writer.write(safe)
+
+    def _on_rows(self, ext: Extraction) -> None:
+        self.replies += ext.exchange["replies"]
+        self.anomalies += len(ext.exchange["anomalies"]) + sum(len(m["anomalies"]) for m in ext.messages)
+        if self.live is not None:  # before the summary line: a line seen means the metrics count it
+            self.live.on_rows(ext)
+        for line in summary_lines(ext, self.summary):
+            print(line, file=sys.stderr, flush=True)
+
+    def _check_card(self, ext: Extraction) -> None:
+        """A card fetched through a reverse-mode recorder that sends clients straight to the agent: say so, once
+        per card and interface, since every client that follows it bypasses the recorder."""
+        agent = urlsplit(ext.exchange["url"] or "")
+        for card in ext.agent_cards:
+            for interface in card["interfaces"] or []:
+                url = interface.get("url") or ""
+                target = urlsplit(url)
+                if (target.hostname, target.port or _PORTS.get(target.scheme)) != (
+                    agent.hostname,
+                    agent.port or _PORTS.get(agent.scheme),
+                ):
+                    continue
+                key = (card["url"], url)
+                if key not in self.warned:
+                    self.warned.add(key)
+                    log.warning(
+                        "converse-tap: the agent card at %s advertises %s, the agent itself: clients that follow "
+                        "the card bypass this reverse-mode recorder and are not recorded (see README, 'Which "
+                        "proxy mode')",
+                        card["url"],
+                        url,
+                    )
+
+    def _health(self) -> dict[str, float]:
+        s = self.writer.stats
+        out: dict[str, float] = {f"rows_journaled/{t}": n for t, n in s.rows_written.items()}
+        out.update({f"rows_written/{t}": n for t, n in s.rows_rolled.items()})
+        out.update(
+            rows_lost=s.rows_dropped,
+            flush_failures=s.flush_failures,
+            extraction_failures=self.failures + s.extract_failures,
+            streams_lost=self.lost_streams,
+        )
+        return out
+
+    # -- end ---------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        for fid in list(self.streams):
+            self._close(fid, (None, None), ("recorder stopped before the stream ended", time.time()))
+        self.writer.close()
+        exported = self.live.close() if self.live is not None else ""
+        s = self.writer.stats
+        print(
+            f"converse-tap: {s.exchanges} A2A exchanges, {self.replies} envelope sightings (replies as the report "
+            f"counts them need `converse-tap report`), {self.anomalies} anomalies, "
+            f"rows written "
+            f"{s.rows_written}, {s.rows_dropped} dropped, {self.failures} extraction failures"
+            + (f"; {exported}" if exported else ""),
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _frames(fd: int, tick) -> Any:
+    """Records from the pipe, calling `tick()` at least every 0.2 s while it is quiet."""
+    buf = bytearray()
+    while True:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if not ready:
+            tick()
+            continue
+        data = os.read(fd, 1 << 20)
+        if not data:
+            return
+        buf += data
+        pos = 0
+        while len(buf) - pos >= 4:
+            (n,) = _LEN.unpack_from(buf, pos)
+            if len(buf) - pos - 4 < n:
+                break
+            yield pickle.loads(memoryview(buf)[pos + 4 : pos + 4 + n])
+            pos += 4 + n
+        del buf[:pos]
+        tick()
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the proxy decides when we stop: it closes the pipe
+    fd = sys.stdin.fileno()
+    worker: Worker | None = None
+    holder: list[Worker] = []
+
+    def tick() -> None:
+        if holder:
+            holder[0].writer.poll()
+
+    try:
+        for record in _frames(fd, tick):
+            if worker is None:
+                if record[0] != "config":
+                    continue
+                worker = Worker(record[1])
+                holder.append(worker)
+                continue
+            try:
+                worker.handle(record)
+            except Exception:
+                log.exception("converse-tap: a capture record could not be handled; the recorder goes on")
+    finally:
+        if worker is not None:
+            with contextlib.suppress(Exception):
+                worker.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

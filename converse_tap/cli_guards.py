@@ -1,0 +1,104 @@
+"""The CLI's guards: usage and data errors worded in the CLI's own options, before and after the work."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from .analysis.load import Window
+
+
+class UsageError(click.ClickException):
+    """A usage or data error: exit 2, like click's own usage errors."""
+
+    exit_code = 2
+
+
+def check_source(dataset: Path, window: Window, memory_limit: str | None = None) -> None:
+    """Exit 2 when `dataset` is not a dataset, or when --agent names an agent the dataset never saw."""
+    import duckdb
+
+    from .analysis.agents import dataset_agents
+    from .store.files import is_dataset
+
+    if not is_dataset(dataset):
+        raise UsageError(
+            f"{dataset} is not a converse-tap dataset (no exchanges/, messages/, agent_cards/ or _journal/ in it): "
+            "give the --out directory of `converse-tap record` or `converse-tap ingest`"
+        )
+    if not window.agents:
+        return
+    try:
+        seen = dataset_agents(dataset, memory_limit)
+    except (OSError, ValueError, duckdb.Error) as e:
+        raise read_error(e, dataset, click.ClickException) from e
+    unknown = [a for a in window.agents if a not in seen]
+    if unknown:
+        names = ", ".join(repr(a) for a in unknown)
+        listed = "\n".join(f"  {a}" for a in seen) if seen else "  (none: it holds no traffic and no agent cards)"
+        raise UsageError(f"--agent {names}: the dataset {dataset} never saw this agent. The agents it saw:\n{listed}")
+
+
+def first_line(e: BaseException) -> str:
+    """An error's first line: DuckDB goes on with advice in its own terms (SET statements, PRAGMAs)."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def read_error(e: Exception, dataset: Path, error: type[click.ClickException]) -> click.ClickException:
+    """What a user reads when the analysis fails: in this CLI's options, never DuckDB's tuning advice."""
+    import duckdb
+
+    if isinstance(e, duckdb.OutOfMemoryException):
+        return error(f"the report needs more memory than its limit allows; raise --memory-limit ({first_line(e)})")
+    return error(f"cannot read the dataset {dataset}: {first_line(e)}")
+
+
+NOTHING_MEASURED = 3  # `report`'s exit status when the report rests on no A2A message
+
+
+def check_output(output: Path) -> None:
+    """Exit 2 when a parent of -o is a file (click itself refuses a directory)."""
+    for parent in output.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UsageError(f"-o {output}: {parent} is a file, not a directory")
+            break
+
+
+def write_output(output: Path, text: str) -> None:
+    """Write a report to -o, making its missing directories."""
+    try:
+        from .store.files import make_dir, write_private
+
+        make_dir(output.parent)  # owner-only, as the dataset: a report may quote message text
+        write_private(output, text)
+    except OSError as e:
+        raise UsageError(f"cannot write -o {output}: {e.strerror or e}") from e
+
+
+@contextlib.contextmanager
+def needs_extra(extra: str, command: str) -> Iterator[None]:
+    """Imports a command needs from an optional extra: a missing package is a usage error naming the install."""
+    try:
+        yield
+    except ModuleNotFoundError as e:
+        if e.name is None or e.name.split(".")[0] == "converse_tap":
+            raise  # our own module missing is a bug, not a missing extra
+        raise UsageError(
+            f"`{command}` needs the {extra} extra ({e.name.split('.')[0]} is not installed): "
+            f"pip install 'a2a-converse-tap[{extra}]'"
+        ) from e
+
+
+MIN_OPTIONS = {  # the option that sets each metric's minimum basis
+    "unanswered_share": "--min-turns",
+    "answered_share": "--min-turns",
+    "abandonment_rate": "--min-routines",
+    "human_share": "--min-replies",
+}

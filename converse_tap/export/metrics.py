@@ -1,0 +1,217 @@
+"""Live Prometheus metrics of the recorded traffic and of the recorder itself (`prometheus-client`, `otel` extra).
+
+Updated by the recording worker as each exchange's rows arrive, served at `/metrics` by prometheus-client's
+HTTP server on its own threads: a scraper that is slow or never reads holds only its own connection's thread.
+Label sets are bounded: no ids as labels, agents past `max_agents` count as `other`, and every other label
+keeps at most a fixed number of distinct values (the rest are `other`).
+
+Live counters are not the report's definitions: see docs/operations.md ("Live metrics").
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+
+from .spans import is_reply
+
+OTHER = "other"
+MAX_VALUES = 50  # distinct values kept per label (other than agent)
+MAX_LABEL_LENGTH = 80
+SEEN_REPLIES = 100_000  # message ids remembered to count each distinct reply once
+_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+class Bounded:
+    """Maps a label value to itself while fewer than `limit` distinct values have been seen, then to `other`."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.values: set[str] = set()
+
+    def __call__(self, value: Any) -> str:
+        text = "" if value is None else str(value)[:MAX_LABEL_LENGTH]
+        if text in self.values:
+            return text
+        if len(self.values) < self.limit:
+            self.values.add(text)
+            return text
+        return OTHER
+
+
+def outcome(row: dict[str, Any]) -> str:
+    """`error` (a JSON-RPC or REST error, or HTTP >= 400), `incomplete` (no whole exchange seen) or `ok`."""
+    if row.get("error_code") is not None or (row.get("status_code") or 0) >= 400:
+        return "error"
+    if not row.get("complete"):
+        return "incomplete"
+    return "ok"
+
+
+class LiveMetrics:
+    """`health` is called at scrape time and returns the recorder's own counters (name -> value)."""
+
+    def __init__(self, max_agents: int = 100, health: Callable[[], dict[str, float]] | None = None) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+
+        disable_created_metrics()  # no `_created` series beside each counter (this process serves only ours)
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.agent = Bounded(max_agents)
+        self._bound: dict[str, Bounded] = {}
+        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self.health = health
+        r = self.registry
+        self.exchanges = Counter(
+            "converse_tap_exchanges",
+            "A2A exchanges recorded",
+            ["agent", "method", "binding", "outcome"],
+            registry=r,
+        )
+        self.replies = Counter(
+            "converse_tap_replies",
+            "Distinct replies with the converse envelope (a reply seen again, e.g. by a poll, counts once)",
+            ["agent", "author", "coverage", "reason"],
+            registry=r,
+        )
+        self.routines = Counter(
+            "converse_tap_routine_status",
+            "Distinct replies reporting a routine status",
+            ["agent", "routine", "status"],
+            registry=r,
+        )
+        self.invocations = Counter(
+            "converse_tap_invocations",
+            "Distinct replies reporting a tool invocation",
+            ["agent", "outcome"],
+            registry=r,
+        )
+        self.duration = Histogram(
+            "converse_tap_exchange_duration_seconds",
+            "From request start to response end (a stream: to its end)",
+            ["agent", "method"],
+            buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.first_event = Histogram(
+            "converse_tap_time_to_first_event_seconds",
+            "From request start to a stream's first SSE event",
+            ["agent"],
+            buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.anomalies = Counter(
+            "converse_tap_anomalies", "Conformance and capture anomalies by kind", ["kind"], registry=r
+        )
+        if health is not None:
+            r.register(_Health(health))
+        self._server: Any = None
+
+    def _b(self, label: str, value: Any) -> str:
+        bound = self._bound.get(label)
+        if bound is None:
+            bound = self._bound[label] = Bounded(MAX_VALUES)
+        return bound(value)
+
+    def observe(self, row: dict[str, Any], messages: list[dict[str, Any]], first_event: float | None = None) -> None:
+        """One exchange's rows (timestamps in integer microseconds, as the writer hands them on)."""
+        agent = self.agent(row.get("agent"))
+        method = self._b("method", row.get("method"))
+        self.exchanges.labels(agent, method, self._b("binding", row.get("binding")), outcome(row)).inc()
+        start, end = row.get("ts_start"), row.get("ts_end")
+        if start is not None and end is not None and end >= start:
+            self.duration.labels(agent, method).observe((end - start) / 1e6)
+        if first_event is not None and start is not None and row.get("streamed"):
+            self.first_event.labels(agent).observe(max(0.0, first_event - start / 1e6))
+        kinds = [a.split(":", 1)[0] for a in row.get("anomalies") or ()]
+        for m in messages:
+            kinds += [a.split(":", 1)[0] for a in m.get("anomalies") or ()]
+            if is_reply(m) and self._first_sighting(row, m):
+                self.replies.labels(
+                    agent,
+                    self._b("author", m.get("author")),
+                    self._b("coverage", m.get("coverage")),
+                    self._b("reason", m.get("coverage_reason")),
+                ).inc()
+                if m.get("routine_status") is not None:
+                    routine = m.get("routine_name") or m.get("routine_tool_name")
+                    self.routines.labels(
+                        agent, self._b("routine", routine), self._b("status", m["routine_status"])
+                    ).inc()
+                if m.get("invocation_outcome") is not None:
+                    self.invocations.labels(agent, self._b("invocation", m["invocation_outcome"])).inc()
+        for kind in kinds:
+            self.anomalies.labels(self._b("anomaly", kind)).inc()
+
+    def _first_sighting(self, row: dict[str, Any], m: dict[str, Any]) -> bool:
+        mid = m.get("message_id")
+        if not mid:
+            return True  # nothing to recognise it by: each sighting counts
+        key = (str(row.get("agent")), mid)
+        if key in self._seen:
+            self._seen.move_to_end(key)
+            return False
+        self._seen[key] = None
+        if len(self._seen) > SEEN_REPLIES:
+            self._seen.popitem(last=False)
+        return True
+
+    # -- serving ----------------------------------------------------------------------------------------------
+    def serve(self, host: str, port: int) -> int:
+        """Serve /metrics; returns the port (0 picks a free one)."""
+        from prometheus_client import start_http_server
+
+        server, _thread = start_http_server(port, host, registry=self.registry)
+        self._server = server
+        return int(server.server_address[1])
+
+    def close(self) -> None:
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                self._server.shutdown()
+                self._server.server_close()
+            self._server = None
+
+    def text(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry)
+
+
+class _Health:
+    """The recorder's own counters, read at scrape time."""
+
+    HELP: ClassVar[dict[str, str]] = {
+        "rows_journaled": "Rows journaled (fsync'd), by table",
+        "rows_written": "Rows written to Parquet, by table",
+        "rows_lost": "Rows lost (held past the memory bound while the disk failed, or journaled into a "
+        "directory removed under the recorder)",
+        "flush_failures": "Journal flushes that failed (the rows are held and retried)",
+        "extraction_failures": "Exchanges whose extraction failed (kept, flagged)",
+        "streams_lost": "Stream ends whose start the worker never saw",
+        "export_spans": "Spans handed to the OTLP exporter",
+        "export_spans_exported": "Spans the collector accepted",
+        "export_spans_failed": "Spans the collector refused or did not answer for",
+        "export_queue_dropped": "Spans dropped because the export queue was full",
+    }
+
+    def __init__(self, health: Callable[[], dict[str, float]]) -> None:
+        self.health = health
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily
+
+        families: dict[str, Any] = {}
+        for key, value in self.health().items():
+            name, _, table = key.partition("/")
+            fam = families.get(name)
+            if fam is None:
+                fam = families[name] = CounterMetricFamily(
+                    f"converse_tap_{name}", self.HELP.get(name, name), labels=["table"] if table else []
+                )
+            fam.add_metric([table] if table else [], value)
+        yield from families.values()

@@ -1,0 +1,355 @@
+"""Fast reader of mitmproxy flow files (`mitmdump -w`): only what ingest needs, straight from the file's bytes.
+
+A flow file is a sequence of tnetstrings (`<length>:<payload><tag>`), one per flow, each the dict of an
+`HTTPFlow.get_state()`. Every value carries its length, so a record's fields can be located by walking length
+prefixes, and a value ingest does not need (certificates, connection details, WebSocket messages, a body past
+`max_body`) is skipped without being read or copied. The file is memory-mapped and the pages already read are
+released as the reader goes, so memory stays bounded whatever the size of the file or of one record.
+
+Records of the current flow format (mitmproxy's `FLOW_FORMAT_VERSION`) are read this way; records of older
+formats are parsed whole by mitmproxy's tnetstring module and migrated by its `compat` module, as
+`io.FlowReader` does. Either way the exchange is built by `exchange_from_state`, from a state dict holding the
+fields it reads: `tests/test_ingest_exact.py` holds the two paths to the same rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from mitmproxy import version
+from mitmproxy.io import compat, tnetstring
+
+from .a2a.exchange import HttpExchange
+from .addon.flows import DEFAULT_MAX_BODY, PREFIX, exchange_from_state
+
+_RELEASE = 4 * 1024 * 1024  # bytes of mapped file read between two releases of their pages
+_BYTES, _STR, _INT, _FLOAT, _BOOL, _NULL, _LIST, _DICT = b",;#^!~]}"
+_PAGE = mmap.ALLOCATIONGRANULARITY
+_KEY_TAGS = (_STR, _BYTES)
+
+
+class Damaged(Exception):
+    """A record that cannot be read, at byte `offset` of the file."""
+
+    def __init__(self, offset: int, reason: str) -> None:
+        super().__init__(reason)
+        self.offset, self.reason = offset, reason
+
+
+class _Bad(ValueError):
+    pass
+
+
+def _head(buf: Any, pos: int, end: int) -> tuple[int, int, int]:
+    """The payload [start, stop) and type tag of the value whose length prefix starts at `pos`, inside [.., end)."""
+    colon = buf.find(b":", pos, pos + 21)
+    if colon <= pos:
+        raise _Bad("missing or invalid length prefix")
+    digits = buf[pos:colon]
+    if not digits.isdigit():
+        raise _Bad(f"invalid length prefix {digits[:20]!r}")
+    start = colon + 1
+    stop = start + int(digits)
+    if stop >= end:
+        raise _Bad(f"a value of {int(digits)} bytes runs past the end of its record")
+    return start, stop, buf[stop]
+
+
+def _fields(buf: Any, start: int, stop: int, until: bytes | None = None) -> dict[bytes, tuple[int, int, int]]:
+    """The entries of a dict payload: key -> (start, stop, tag) of the value, values not read; with `until`,
+    the entries up to that key only. (`_head` inlined: this loop is most of the reader's time.)"""
+    out = {}
+    pos = start
+    find = buf.find
+    while pos < stop:
+        colon = find(b":", pos, pos + 21)
+        if colon <= pos:
+            raise _Bad("missing or invalid length prefix")
+        ks = colon + 1
+        ke = ks + int(buf[pos:colon])
+        if ke >= stop or ke < ks or buf[ke] not in _KEY_TAGS:
+            raise _Bad("a dict key that is not a string")
+        pos = ke + 1
+        colon = find(b":", pos, pos + 21)
+        if colon <= pos:
+            raise _Bad("missing or invalid length prefix")
+        vs = colon + 1
+        ve = vs + int(buf[pos:colon])
+        if ve >= stop or ve < vs:
+            raise _Bad("a value runs past the end of its dict")
+        key = buf[ks:ke]
+        out[key] = (vs, ve, buf[ve])
+        pos = ve + 1
+        if key == until:
+            break
+    return out
+
+
+def _last(buf: Any, start: int, stop: int, marker: bytes) -> tuple[int, int, int] | None:
+    """The value of a dict's last entry when its key is `marker` (a key with its prefix and tag, `8:peername;`),
+    found from the end without walking the entries before it (as mitmproxy writes connections, their
+    `peername` comes last); None when the dict does not end with that key."""
+    at = buf.rfind(marker, start, stop)
+    if at < 0:
+        return None
+    try:
+        vs, ve, vt = _head(buf, at + len(marker), stop + 1)
+    except (_Bad, ValueError):
+        return None
+    return (vs, ve, vt) if ve + 1 == stop else None
+
+
+def _value(buf: Any, start: int, stop: int, tag: int) -> Any:
+    """A value parsed whole, as mitmproxy's tnetstring reader gives it."""
+    if tag == _BYTES:
+        return buf[start:stop]
+    if tag == _STR:
+        return buf[start:stop].decode("utf-8")
+    if tag == _INT:
+        return int(buf[start:stop])
+    if tag == _FLOAT:
+        return float(buf[start:stop])
+    if tag == _NULL:
+        if stop != start:
+            raise _Bad("invalid null literal")
+        return None
+    if tag == _BOOL:
+        raw = buf[start:stop]
+        if raw not in (b"true", b"false"):
+            raise _Bad(f"invalid boolean literal {raw[:10]!r}")
+        return raw == b"true"
+    if tag == _LIST:
+        items = []
+        pos = start
+        while pos < stop:
+            s, e, t = _head(buf, pos, stop)
+            items.append(_value(buf, s, e, t))
+            pos = e + 1
+        return items
+    if tag == _DICT:
+        return {k.decode("utf-8", "surrogateescape"): _value(buf, *v) for k, v in _fields(buf, start, stop).items()}
+    raise _Bad(f"unknown type tag {tag}")
+
+
+def _headers(buf: Any, start: int, stop: int) -> list[tuple[bytes, bytes]]:
+    """A list of [name, value] byte-string pairs (`_head` inlined, as in `_fields`)."""
+    out = []
+    pos = start
+    find = buf.find
+    while pos < stop:
+        colon = find(b":", pos, pos + 21)
+        if colon <= pos:
+            raise _Bad("missing or invalid length prefix")
+        ps = colon + 1
+        pe = ps + int(buf[pos:colon])
+        colon = find(b":", ps, ps + 21)
+        if colon <= ps or pe >= stop:
+            raise _Bad("a header that is not a pair of byte strings")
+        ns = colon + 1
+        ne = ns + int(buf[ps:colon])
+        colon = find(b":", ne + 1, ne + 22)
+        if colon <= ne + 1:
+            raise _Bad("a header that is not a pair of byte strings")
+        vs = colon + 1
+        ve = vs + int(buf[ne + 1 : colon])
+        if ve + 1 != pe or buf[pe] != _LIST or buf[ne] != _BYTES or buf[ve] != _BYTES or ne < ns or ve < vs:
+            raise _Bad("a header that is not a pair of byte strings")
+        out.append((buf[ns:ne], buf[vs:ve]))
+        pos = pe + 1
+    return out
+
+
+_SCALARS = (b"method", b"scheme", b"host", b"port", b"path", b"http_version", b"status_code")
+_TIMES = (b"timestamp_start", b"timestamp_end")
+
+
+def _message(buf: Any, loc: tuple[int, int, int], max_body: int) -> dict[str, Any] | None:
+    """The request or response fields `exchange_from_state` reads; a body above `max_body` as its size and prefix."""
+    start, stop, tag = loc
+    if tag == _NULL:
+        return None
+    if tag != _DICT:
+        raise _Bad("a request or response that is not a dict")
+    fields = _fields(buf, start, stop)
+    out: dict[str, Any] = {}
+    for key in _SCALARS:
+        if key in fields:
+            out[key.decode()] = _value(buf, *fields[key])
+    for key in _TIMES:
+        if key in fields:
+            out[key.decode()] = _value(buf, *fields[key])
+    for key in (b"headers", b"trailers"):  # trailers: gRPC's status
+        if key in fields:
+            hs, he, ht = fields[key]
+            if ht == _NULL and key == b"trailers":
+                continue
+            if ht != _LIST:
+                raise _Bad(f"{key.decode()} that are not a list")
+            out[key.decode()] = _headers(buf, hs, he)
+    if b"content" in fields:
+        cs, ce, ct = fields[b"content"]
+        if ct == _BYTES and ce - cs > max_body:
+            out["content"] = buf[cs : cs + PREFIX]
+            out["content_size"] = ce - cs
+        else:
+            out["content"] = _value(buf, cs, ce, ct)
+    return out
+
+
+def _client(buf: Any, loc: tuple[int, int, int]) -> dict[str, Any] | None:
+    start, stop, tag = loc
+    if tag != _DICT:
+        return None if tag == _NULL else {}
+    peer = _last(buf, start, stop, b"8:peername;")
+    if peer is None:
+        fields = _fields(buf, start, stop)
+        peer = fields.get(b"peername")
+    return {"peername": _value(buf, *peer)} if peer is not None else {}
+
+
+def _server(buf: Any, loc: tuple[int, int, int]) -> dict[str, Any] | None:
+    start, stop, tag = loc
+    if tag != _DICT:
+        return None if tag == _NULL else {}
+    fields = _fields(buf, start, stop, until=b"address")
+    address = _value(buf, *fields[b"address"]) if b"address" in fields else None
+    if address:
+        return {"address": address}
+    client = _client(buf, loc)  # the peername, found the same way
+    return {"address": address, **(client or {})}
+
+
+def _state(buf: Any, start: int, stop: int, max_body: int) -> dict[str, Any] | None:
+    """The fields of one record that `exchange_from_state` reads, or None for a record of another format version
+    (read whole instead)."""
+    fields = _fields(buf, start, stop)
+    ver = fields.get(b"version")
+    if ver is None or ver[2] != _INT or int(buf[ver[0] : ver[1]]) != version.FLOW_FORMAT_VERSION:
+        return None
+    state: dict[str, Any] = {}
+    for key in (b"type", b"id", b"error"):
+        if key in fields:
+            state[key.decode()] = _value(buf, *fields[key])
+    if state.get("type") != "http":
+        return state
+    state["request"] = _message(buf, fields[b"request"], max_body)
+    state["response"] = _message(buf, fields[b"response"], max_body) if b"response" in fields else None
+    if b"client_conn" in fields:
+        state["client_conn"] = _client(buf, fields[b"client_conn"])
+    if b"server_conn" in fields:
+        state["server_conn"] = _server(buf, fields[b"server_conn"])
+    return state
+
+
+def _whole(buf: Any, start: int, stop: int, tag: int) -> dict[str, Any]:
+    """A record of an older format: parsed whole and migrated, as mitmproxy's FlowReader does."""
+    state = tnetstring.parse(tag, memoryview(buf[start:stop]))
+    if not isinstance(state, dict):
+        raise _Bad(f"a {type(state).__name__}, not a flow")
+    migrated: dict[str, Any] = cast(dict[str, Any], compat.migrate_flow(state))  # a flow state has str keys
+    return migrated
+
+
+@dataclass
+class Position:
+    """Where a reader is: byte offset and flows read, for progress and error messages."""
+
+    offset: int = 0
+    flows: int = 0
+
+
+def read(
+    path: Path,
+    max_body: int = DEFAULT_MAX_BODY,
+    start: int = 0,
+    end: int | None = None,
+    position: Position | None = None,
+) -> Iterator[HttpExchange]:
+    """The HTTP exchanges of the records in bytes [start, end) of a flow file; `position` follows the reader.
+    A record that cannot be read raises Damaged with its offset, after the exchanges before it."""
+    pos = position if position is not None else Position()
+    pos.offset = start
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        stop_at = size if end is None else min(end, size)
+        if start >= stop_at:
+            return
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        yield from _records(mm, pos, stop_at, max_body)
+    finally:
+        mm.close()
+
+
+def _records(mm: mmap.mmap, pos: Position, stop_at: int, max_body: int) -> Iterator[HttpExchange]:
+    released = pos.offset - pos.offset % _PAGE
+    size = len(mm)
+    while pos.offset < stop_at:
+        offset = pos.offset
+        try:
+            start, stop, tag = _head(mm, offset, size)
+        except (_Bad, ValueError) as e:
+            raise Damaged(offset, f"{e}; the file looks truncated or corrupt") from e
+        if tag != _DICT:
+            raise Damaged(offset, f"a record of type {chr(tag)!r}, not a flow")
+        try:
+            state = _state(mm, start, stop, max_body)
+            if state is None:
+                state = _whole(mm, start, stop, tag)
+            exchange = exchange_from_state(state, max_body, "ingest") if state.get("type") == "http" else None
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+            raise Damaged(offset, f"unreadable flow ({type(e).__name__}: {e})") from e
+        pos.offset = stop + 1
+        pos.flows += 1
+        if pos.offset - released >= _RELEASE:  # give the pages read back: memory stays flat over any file
+            upto = pos.offset - pos.offset % _PAGE
+            mm.madvise(mmap.MADV_DONTNEED, released, upto - released)
+            released = upto
+        if exchange is not None:
+            yield exchange
+
+
+def ids(path: Path, start: int = 0, end: int | None = None) -> Iterator[str]:
+    """The flow ids of the records in bytes [start, end), as fast as the file allows: mitmproxy writes a flow's
+    `id` after all its other values but `type` and `version`, so it is the last `2:id;` key of a record."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        stop_at = size if end is None else min(end, size)
+        if start >= stop_at:
+            return
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        released = start - start % _PAGE
+        offset = start
+        while offset < stop_at:
+            try:
+                rs, re_, tag = _head(mm, offset, size)
+            except (_Bad, ValueError):
+                return  # the reader of this part reports the damage
+            found = None
+            at = mm.rfind(b"2:id;", rs, re_)
+            if at >= 0:
+                with contextlib.suppress(_Bad, ValueError):
+                    vs, ve, vt = _head(mm, at + 5, re_)
+                    if vt == _STR and mm[ve + 1 : ve + 8] == b"4:type;":
+                        found = mm[vs:ve].decode("utf-8", "surrogateescape")
+            if found is None and tag == _DICT:
+                with contextlib.suppress(_Bad, ValueError):
+                    loc = _fields(mm, rs, re_).get(b"id")
+                    if loc is not None:
+                        found = str(_value(mm, *loc))
+            if found is not None:
+                yield found
+            offset = re_ + 1
+            if offset - released >= _RELEASE:
+                upto = offset - offset % _PAGE
+                mm.madvise(mmap.MADV_DONTNEED, released, upto - released)
+                released = upto
+    finally:
+        mm.close()

@@ -1,0 +1,230 @@
+"""HAR files read entry by entry: `log.entries` is streamed, so memory holds one entry, whatever the file's size.
+
+Each entry becomes an HTTPFlow through mitmproxy's own HAR importer (`mitmproxy.io.har.request_to_flow`), with
+timings taken from the entry; a timing that cannot be represented (not a number, infinite, out of any clock's
+range) becomes unknown with an anomaly instead of costing the entry. An entry's exchange id is derived from its
+content, so the same HAR ingested twice is recognised.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import json
+import math
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from mitmproxy import http
+from mitmproxy.io import har
+
+from .a2a.exchange import HttpExchange
+from .addon.flows import DEFAULT_MAX_BODY, exchange_from_flow
+
+CHUNK = 1 << 20
+MAX_ENTRY = 512 << 20  # a HAR entry (bodies included) larger than this is taken for damage
+_SPACE = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+_MAX_TS = 253_402_300_799.0  # 9999-12-31T23:59:59Z
+
+
+class HarError(Exception):
+    """`position` is where the file stops making sense (`line L column C`, `log.entries[i]`)."""
+
+    def __init__(self, position: str, reason: str) -> None:
+        super().__init__(f"{position}: {reason}")
+        self.position, self.reason = position, reason
+
+
+@dataclass
+class HarPosition:
+    offset: int = 0  # bytes of the file read so far
+    entries: int = 0
+    started: bool = False  # `log.entries` was found: the file is a HAR
+
+
+class _Text:
+    """The file's text, decoded as it is read, with a cursor; consumed text is dropped but lines are counted."""
+
+    def __init__(self, f: Any, pos: HarPosition) -> None:
+        self.f, self.pos = f, pos
+        self.decoder = codecs.getincrementaldecoder("utf-8-sig")()
+        self.buf = ""
+        self.i = 0
+        self.eof = False
+        self.line = 1  # line number of buf[0]
+        self.line_start = 0  # index in buf where that line starts (negative: it started in dropped text)
+        self.want = CHUNK
+
+    def more(self) -> bool:
+        if self.eof:
+            return False
+        data = self.f.read(self.want)
+        self.pos.offset += len(data)
+        try:
+            text = self.decoder.decode(data, final=not data)
+        except UnicodeDecodeError as e:
+            raise HarError(f"byte {self.pos.offset - len(data) + e.start}", "not UTF-8 text") from e
+        if not data:
+            self.eof = True
+        if self.i > CHUNK:  # drop what was consumed, keeping line numbers right
+            dropped = self.buf[: self.i]
+            self.line += dropped.count("\n")
+            last = dropped.rfind("\n")
+            self.line_start = last + 1 - self.i if last >= 0 else self.line_start - self.i
+            self.buf = self.buf[self.i :]
+            self.i = 0
+        self.buf += text
+        return True
+
+    def skip_space(self) -> None:
+        while True:
+            self.i = _SPACE.match(self.buf, self.i).end()  # type: ignore[union-attr]
+            if self.i < len(self.buf) or not self.more():
+                return
+
+    def peek(self) -> str:
+        self.skip_space()
+        return self.buf[self.i : self.i + 1]
+
+    def expect(self, char: str) -> None:
+        if self.peek() != char:
+            raise self.error(f"Expecting '{char}'" if char in ":,]}" else "Expecting value")
+        self.i += 1
+
+    def value(self) -> Any:
+        """The next JSON value, read on until it is complete."""
+        self.skip_space()
+        while True:
+            try:
+                doc, end = _DECODER.raw_decode(self.buf, self.i)
+            except json.JSONDecodeError as e:
+                cut = e.pos >= len(self.buf) - 1 or e.msg.startswith("Unterminated string")
+                if cut and len(self.buf) - self.i > MAX_ENTRY:
+                    raise HarError(self.error("").position, f"an entry larger than {MAX_ENTRY >> 20} MiB") from e
+                if cut and self.more():
+                    self.want = min(self.want * 2, 64 * CHUNK)  # a large value: read on in larger steps
+                    continue
+                raise self.error(e.msg, e.pos) from e
+            cut_number = end >= len(self.buf) and not self.eof and isinstance(doc, (int, float))
+            if cut_number and self.more():  # a number cut at the end of what was read: read on
+                continue
+            self.i = end
+            self.want = CHUNK
+            return doc
+
+    def error(self, msg: str, at: int | None = None) -> HarError:
+        at = self.i if at is None else at
+        line = self.line + self.buf.count("\n", 0, at)
+        last = self.buf.rfind("\n", 0, at)
+        column = at - last if last >= 0 else at - self.line_start + 1
+        return HarError(f"line {line} column {column}", f"invalid JSON ({msg})")
+
+
+def entries(path: Path, pos: HarPosition | None = None) -> Iterator[dict[str, Any]]:
+    """The entries of `log.entries`, in order; HarError where the file stops being a readable HAR."""
+    pos = pos if pos is not None else HarPosition()
+    with open(path, "rb") as f:
+        t = _Text(f, pos)
+        t.expect("{")
+        found = False
+        for key in _keys(t):
+            if key != "log":
+                t.value()
+                continue
+            t.expect("{")
+            for log_key in _keys(t):
+                if log_key != "entries":
+                    t.value()
+                    continue
+                found = True
+                if t.peek() != "[":
+                    raise HarError("log.entries", "not a list")
+                t.expect("[")
+                pos.started = True
+                if t.peek() == "]":
+                    t.i += 1
+                    continue
+                while True:
+                    entry = t.value()
+                    pos.entries += 1
+                    yield entry
+                    if t.peek() == "]":
+                        t.i += 1
+                        break
+                    t.expect(",")
+        if not found:
+            raise HarError("log.entries", "missing")
+
+
+def _keys(t: _Text) -> Iterator[str]:
+    """The keys of the object whose '{' was just read; the caller reads each value."""
+    if t.peek() == "}":
+        t.i += 1
+        return
+    while True:
+        if t.peek() != '"':
+            raise t.error("Expecting property name enclosed in double quotes")
+        key = t.value()
+        t.expect(":")
+        yield key
+        if t.peek() == "}":
+            t.i += 1
+            return
+        t.expect(",")
+
+
+def entry_id(entry: Any) -> str:
+    """A stable id for a HAR entry, from its content: the same entry ingested twice has the same exchange id."""
+    text = json.dumps(entry, sort_keys=True, ensure_ascii=False, default=str)
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    return str(uuid.UUID(bytes=digest, version=4))
+
+
+def _number(value: Any, what: str, anomalies: list[str]) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number) or abs(number) > _MAX_TS * 1000:
+        anomalies.append(f"har_timing_unrepresentable:{what}")
+        return None
+    return number
+
+
+def exchange(entry: Any, max_body: int = DEFAULT_MAX_BODY) -> HttpExchange:
+    """One HAR entry as an exchange; raises (ValueError, KeyError, TypeError, ...) for an entry that is not one."""
+    if not isinstance(entry, dict):
+        raise TypeError(f"a {type(entry).__name__}, not an entry")
+    anomalies: list[str] = []
+    timings: dict[str, Any] = entry["timings"] if isinstance(entry.get("timings"), dict) else {}
+    total = _number(entry.get("time") or 0, "time", anomalies)
+    waits = [_number(timings.get(k), k, anomalies) for k in ("blocked", "dns", "connect", "send", "wait")]
+    flow = har.request_to_flow({**entry, "time": total or 0.0})
+    flow.id = entry_id(entry)
+    _times(flow, entry, total, waits, anomalies)
+    return exchange_from_flow(flow, max_body=max_body, source="ingest", extra_anomalies=anomalies)
+
+
+def _times(
+    flow: http.HTTPFlow, entry: dict[str, Any], total: float | None, waits: list[float | None], anomalies: list[str]
+) -> None:
+    start = datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00")).timestamp()
+    before = sum(max(0.0, w or 0.0) for w in waits)
+    flow.request.timestamp_start = start
+    flow.request.timestamp_end = start
+    if flow.response is not None:
+        first = start + before / 1000.0
+        end = start + total / 1000.0 if total is not None else None
+        if abs(first) > _MAX_TS or (end is not None and abs(end) > _MAX_TS):
+            anomalies.append("har_timing_unrepresentable:sum")
+            first, end = start, None
+        flow.response.timestamp_start = first
+        flow.response.timestamp_end = end

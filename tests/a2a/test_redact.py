@@ -1,0 +1,194 @@
+"""Credential shapes in URLs, cards and log lines; the operator's own patterns."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import pickle
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from converse_tap.a2a.exchange import HttpExchange
+from converse_tap.a2a.extract import agent_of, extract
+from converse_tap.a2a.redact import REDACTED, LogRedactor, Redaction, TextPolicy, redact_url
+from converse_tap.addon.flows import exchange_from_flow
+from tests.factories import EXT, a2a_flow, agent_message, envelope, jsonrpc_result
+
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJKV1RTRUNSRVQifQ.c2lnbmF0dXJlX0pXVFNFQ1JFVA"
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://user:PW1@h:81/a2a", "http://h:81/a2a"),
+        ("http://TOKENONLY@h/a2a", "http://h/a2a"),
+        (f"https://h/agents/{JWT}/a2a", "https://h/agents/[REDACTED]/a2a"),
+        ("https://h/a2a;jsessionid=JSESS1;v=2/x", "https://h/a2a;jsessionid=[REDACTED];v=2/x"),
+        ("https://h/a2a;PHPSESSID=P1", "https://h/a2a;PHPSESSID=[REDACTED]"),
+        (
+            "https://h/a?token=T1&tenant=t1",
+            "https://h/a?token=%5BREDACTED%5D&tenant=t1".replace("%5B", "[").replace("%5D", "]"),
+        ),
+        (f"https://h/a?state={JWT}", "https://h/a?state=[REDACTED]"),
+        ("https://h/keys/sk-abcdefghijklmnop1234/x", "https://h/keys/[REDACTED]/x"),
+        ("https://h/a#access_token=FRAG1", "https://h/a"),
+        # what is not a credential stays
+        ("https://h/agents/ag_7Qb3nT1xK9wZs2Pv0Lm4Rd", "https://h/agents/ag_7Qb3nT1xK9wZs2Pv0Lm4Rd"),
+        ("https://h/v1.2.3/jquery.min.js?page=2", "https://h/v1.2.3/jquery.min.js?page=2"),
+        ("https://h/a;v=2", "https://h/a;v=2"),
+        (
+            "https://my-agent-service.production-ns.svc-cluster/a",
+            "https://my-agent-service.production-ns.svc-cluster/a",
+        ),
+        ("https://h/x/Abcdefghijklmn.opqrstuvwxyz12.Zyxwvutsrqpo9/y", "https://h/x/[REDACTED]/y"),
+        # not parseable as a URL: userinfo and shapes still go
+        (f"http://user:PW2@[::1/{JWT}", "http://[::1/[REDACTED]"),
+    ],
+)
+def test_redact_url(url: str, expected: str) -> None:
+    assert redact_url(url) == expected
+
+
+def test_operator_patterns() -> None:
+    r = Redaction.from_patterns([r"tenant-(\w+)", r"/customers/\d+", r"(?P<a>acct)_(?P<b>\d+)"])
+    url = r.url("https://h/customers/42/a2a?t=tenant-acme&x=acct_77&q=1")
+    assert url == "https://h[REDACTED]/a2a?t=tenant-[REDACTED]&x=[REDACTED]_[REDACTED]&q=1"
+    assert pickle.loads(pickle.dumps(r)) == r  # travels to an extraction worker process
+    assert Redaction.from_patterns(None) == Redaction.from_patterns([]) == Redaction()
+    assert Redaction.from_patterns("x(y)").patterns[0].pattern == "x(y)"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [
+        ("(unclosed", "redaction pattern '(unclosed' is not a valid regular expression: missing )"),
+        ("a*", "matches the empty string"),
+        ("", "a redaction pattern is empty"),
+    ],
+)
+def test_bad_operator_pattern_is_a_clear_error(pattern: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        Redaction.from_patterns(["ok", pattern])
+
+
+@given(st.text())
+def test_redaction_never_raises_and_drops_userinfo(s: str) -> None:
+    out = Redaction().url(f"http://u:SECRETPW@h/{s}")
+    assert "SECRETPW" not in out
+    Redaction().log_text(s)
+
+
+def test_agent_key_never_carries_a_credential() -> None:
+    assert agent_of(f"http://user:PW3@h:9/agents/{JWT}") == ("h:9/agents/[REDACTED]", None)
+    assert agent_of("http://h:9/a2a;jsessionid=JS2") == ("h:9/a2a;jsessionid=[REDACTED]", None)
+    assert agent_of("http://h/a2a/tenant-acme", Redaction.from_patterns([r"tenant-\w+"])) == ("h/a2a/[REDACTED]", None)
+
+
+def _exchange(url: str, body: bytes) -> HttpExchange:
+    flow = a2a_flow(response=body)
+    ex = exchange_from_flow(flow)
+    ex.url = url  # e.g. a HAR entry, where the URL is whatever the browser wrote down
+    return ex
+
+
+def test_extract_redacts_every_stored_url() -> None:
+    env = envelope(citations=[{"documentId": "d", "title": "t", "sourceUrl": "https://docs.test/x?token=CIT1"}])
+    ex = _exchange(
+        f"http://user:PW4@agent.test:9000/a2a/{JWT};jsessionid=JS3/rpc?api_key=K1&tenant=acme-TEN1",
+        jsonrpc_result({"message": agent_message(env=env)}),
+    )
+    ex.error = "connection to http://user:PW5@agent.test/ failed"
+    ext = extract(ex, TextPolicy(), redaction=Redaction.from_patterns([r"acme-(\w+)"]))
+    assert ext is not None
+    stored = json.dumps([ext.exchange, ext.messages], default=str)
+    for secret in ("PW4", "PW5", "JWTSECRET", JWT.split(".")[0], "JS3", "K1", "TEN1", "CIT1"):
+        assert secret not in stored, secret
+    assert (
+        ext.exchange["agent"] == ext.messages[0]["agent"] == "agent.test:9000/a2a/[REDACTED];jsessionid=[REDACTED]/rpc"
+    )
+    assert ext.exchange["url"].endswith("?api_key=[REDACTED]&tenant=acme-[REDACTED]")
+
+
+CARD = {
+    "name": "Shop",
+    "url": "https://user:CARDPW1@agent.test/a2a?token=CARDTOK2",
+    "preferredTransport": "JSONRPC",
+    "additionalInterfaces": [{"url": f"https://agent.test/rest/{JWT}", "transport": "HTTP+JSON"}],
+    "iconUrl": "https://cdn.test/icon.png?sig=ICONSIG3",
+    "documentationUrl": "https://u:DOCPW4@docs.test/",
+    "provider": {"organization": "Shop", "url": "https://shop.test/?access_token=PROVTOK5"},
+    "capabilities": {
+        "extensions": [
+            {
+                "uri": EXT,
+                "params": {
+                    "mcp": {
+                        "url": "https://mcp.test/m?api_key=MCPKEY6",
+                        "serverCardUrl": "https://mcp.test/m/server-card;jsessionid=MCPSESS7",
+                    },
+                    "tools": [{"toolName": "t", "inputSchema": {"$id": "https://u:SCHEMAPW8@s.test/t"}}],
+                },
+            }
+        ]
+    },
+    "skills": [{"id": "t"}],
+}
+
+
+def test_card_urls_are_redacted_before_they_are_stored() -> None:
+    flow = a2a_flow(method="GET", path="/.well-known/agent-card.json", response=json.dumps(CARD).encode())
+    ext = extract(exchange_from_flow(flow), TextPolicy())
+    assert ext is not None and len(ext.agent_cards) == 1
+    card = ext.agent_cards[0]
+    stored = json.dumps(card, default=str)
+    for secret in (
+        "CARDPW1",
+        "CARDTOK2",
+        "JWTSECRET",
+        "ICONSIG3",
+        "DOCPW4",
+        "PROVTOK5",
+        "MCPKEY6",
+        "MCPSESS7",
+        "SCHEMAPW8",
+    ):
+        assert secret not in stored, secret
+    assert [i["url"] for i in card["interfaces"]] == [
+        "https://agent.test/a2a?token=[REDACTED]",
+        "https://agent.test/rest/[REDACTED]",
+    ]
+    assert card["mcp_url"] == "https://mcp.test/m?api_key=[REDACTED]"
+    assert json.loads(card["card_json"])["provider"] == {
+        "organization": "Shop",
+        "url": "https://shop.test/?access_token=[REDACTED]",
+    }
+
+
+def test_log_redactor_cleans_every_record() -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(LogRedactor(Redaction.from_patterns(["OPERATOR\\d"])))
+    logger = logging.getLogger("test_redact_probe")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.warning(
+            "Bad HTTP request line: %r", b"GET http://user:LOGPW1@h/a;jsessionid=LOGJS2?token=LOGTOK3 HTTP/1.1"
+        )
+        logger.warning("plain %s OPERATOR7 %s", "http://h/" + JWT, "ok")
+        try:
+            raise ValueError("http://u:TRACEPW4@h/")
+        except ValueError:
+            logger.exception("failed")
+    finally:
+        logger.removeHandler(handler)
+    log = stream.getvalue()
+    for secret in ("LOGPW1", "LOGJS2", "LOGTOK3", "JWTSECRET", "OPERATOR7", "TRACEPW4"):
+        assert secret not in log, secret
+    assert "Bad HTTP request line: b'GET http://h/a;jsessionid=[REDACTED]?token=[REDACTED] HTTP/1.1'" in log
+    assert f"plain http://h/{REDACTED} [REDACTED] ok" in log and "ValueError" in log
+    host = "server connect my-agent-service.production-ns.svc-cluster-local:443"
+    assert Redaction().log_text(host) == host

@@ -1,0 +1,180 @@
+"""The recording worker, driven in-process with the records the proxy sends it."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from converse_tap.a2a import extract as extract_module
+from converse_tap.a2a.exchange import HttpExchange
+from converse_tap.a2a.extract import EXCHANGE_COLUMNS, extract
+from converse_tap.a2a.headers import Headers
+from converse_tap.a2a.redact import TextPolicy
+from converse_tap.addon.worker import Worker
+from converse_tap.store.reader import load
+from converse_tap.store.schema import EXCHANGES
+from tests.factories import BASE, agent_message, jsonrpc_request, jsonrpc_result, sse_body, status_event
+
+HEADERS = [(b"content-type", b"application/json"), (b"a2a-version", b"1.0")]
+
+
+def _worker(root: Path) -> Worker:
+    config = {
+        "dir": str(root),
+        "text": "keep",
+        "salt": "",
+        "flush_interval": 0.05,
+        "rollover_rows": 1000,
+        "rollover_seconds": 300.0,
+        "max_body": 1 << 20,
+        "max_events": 3,
+        "summary": "off",
+    }
+    return Worker(config)
+
+
+def _req(body: bytes, path: str = "/a2a/jsonrpc") -> tuple:
+    url = (b"http", "agent.test", 9000, path.encode())
+    return (b"POST", url, b"HTTP/1.1", HEADERS, body, len(body), 1.0, ("127.0.0.1", 5000), ("agent.test", 9000), False)
+
+
+def test_exchange_columns_match_the_schema() -> None:
+    assert tuple(EXCHANGES.names) == EXCHANGE_COLUMNS
+
+
+def test_an_extraction_failure_is_an_anomaly_on_its_own_row(tmp_path: Path, monkeypatch, caplog) -> None:
+    w = _worker(tmp_path)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("bug")
+
+    ok = (
+        "x",
+        "ok",
+        _req(jsonrpc_request()),
+        (200, HEADERS, 1.1, 1.2, jsonrpc_result({"message": agent_message()}), 9),
+        None,
+    )
+    w.handle(ok)
+    monkeypatch.setattr(extract_module._Ctx, "payload", broken)
+    caplog.set_level(logging.ERROR)
+    for i in range(3):
+        w.handle(("x", f"bad-{i}", *ok[2:]))
+    w.close()
+    ex = load(tmp_path, "exchanges").set_index("exchange_id")
+    assert len(ex) == 4 and ex.loc["ok", "method"] == "SendMessage"
+    assert all("extraction_failed:RuntimeError" in list(ex.loc[f"bad-{i}", "anomalies"]) for i in range(3))
+    assert sum("extraction failed" in r.message for r in caplog.records) == 1  # logged once, no traceback spam
+
+
+def test_a_stream_past_max_events_is_counted_not_parsed(tmp_path: Path) -> None:
+    w = _worker(tmp_path)
+    events = [status_event("TASK_STATE_WORKING")] * 5 + [status_event("TASK_STATE_COMPLETED", agent_message())]
+    body = sse_body(*events)
+    w.handle(
+        ("o", "s", _req(jsonrpc_request("SendStreamingMessage")), (200, [(b"content-type", b"text/event-stream")], 1.1))
+    )
+    for i in range(0, len(body), 50):
+        w.handle(("c", "s", 1.2, body[i : i + 50]))
+    w.handle(("e", "s", (1.3, None), None, False))
+    w.handle(("e", "never-opened", (1.3, None), None, False))
+    w.close()
+    ex = load(tmp_path, "exchanges").iloc[0]
+    assert ex["sse_events"] == 6 and ex["bytes_out"] == len(body)
+    assert "sse_events_not_parsed_past:3" in list(ex["anomalies"])
+    assert w.lost_streams == 1
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=5),
+    max_leaves=30,
+)
+KEYS = st.sampled_from(["result", "message", "task", "statusUpdate", "metadata", "parts", "status", "error", "id"])
+A2A_ISH = st.recursive(
+    st.none() | st.integers() | st.text(max_size=8) | st.floats(),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(KEYS, children, max_size=4),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=st.one_of(JSON, A2A_ISH), streamed=st.booleans(), status=st.sampled_from([200, 400, 500]))
+def test_the_extractor_never_raises_on_any_json(doc, streamed: bool, status: int) -> None:
+    from converse_tap.a2a.sse import parse_sse
+
+    body = json.dumps(doc).encode()
+    ex = HttpExchange(
+        id="f",
+        method="POST",
+        url=BASE + "/a2a",
+        request_headers=Headers([("content-type", "application/json")]),
+        request_body=jsonrpc_request("SendStreamingMessage" if streamed else "SendMessage"),
+        status=status,
+        response_headers=Headers([("content-type", "text/event-stream" if streamed else "application/json")]),
+    )
+    if streamed:
+        ex.sse_events, _ = parse_sse(sse_body(doc, doc))
+    else:
+        ex.response_body = body
+    out = extract(ex, TextPolicy())
+    assert out is None or out.exchange["exchange_id"] == "f"
+
+
+@pytest.mark.parametrize("policy", ["keep", "hash", "drop"])
+def test_worker_text_policy(tmp_path: Path, policy: str) -> None:
+    w = _worker(tmp_path)
+    w.policy = TextPolicy(policy, b"salt")
+    w.handle(
+        (
+            "x",
+            "p",
+            _req(jsonrpc_request()),
+            (200, HEADERS, 1.1, 1.2, jsonrpc_result({"message": agent_message(text="secret words")}), 9),
+            None,
+        )
+    )
+    w.close()
+    texts = load(tmp_path, "messages")["text"].tolist()
+    assert ("secret words" in texts) == (policy == "keep")
+
+
+def test_a_stream_whose_final_event_arrived_is_complete_though_the_client_left(tmp_path: Path) -> None:
+    """The a2a-sdk client closes the connection right after the final event: nothing was missed. A client that
+    leaves before it (or in the middle of the next event) leaves an incomplete stream."""
+    w = _worker(tmp_path)
+    done = sse_body(status_event("TASK_STATE_WORKING"), status_event("TASK_STATE_COMPLETED", agent_message()))
+    open_ = (
+        "o",
+        None,
+        _req(jsonrpc_request("SendStreamingMessage")),
+        (200, [(b"content-type", b"text/event-stream")], 1.1),
+    )
+    cases = {"final": done, "early": done[: done.index(b"\r\n\r\n") + 4], "mid-next": done + b"data: {"}
+    for fid, body in cases.items():
+        w.handle((open_[0], fid, *open_[2:]))
+        w.handle(("c", fid, 1.2, body))
+        w.handle(("e", fid, (None, None), ("Client disconnected.", 1.3), False))
+    w.close()
+    ex = load(tmp_path, "exchanges").set_index("exchange_id")
+    assert ex["complete"].to_dict() == {"final": True, "early": False, "mid-next": False}
+    assert set(ex["error"]) == {"Client disconnected."}
+
+
+def test_a_reverse_mode_card_pointing_at_the_agent_is_warned_about_once(tmp_path: Path, caplog) -> None:
+    w = _worker(tmp_path)
+    card = {"name": "a", "supportedInterfaces": [{"url": BASE + "/a2a/jsonrpc", "protocolBinding": "JSONRPC"}]}
+    get = (b"GET", (b"http", "agent.test", 9000, b"/.well-known/agent-card.json"), b"HTTP/1.1", [], b"", 0, 1.0)
+    caplog.set_level(logging.WARNING)
+    for i, reverse in enumerate([True, True, False]):
+        req = (*get, ("127.0.0.1", 5000), ("agent.test", 9000), reverse)
+        w.handle(("x", f"card-{i}", req, (200, HEADERS, 1.1, 1.2, json.dumps(card).encode(), 9), None))
+    w.close()
+    warnings = [r.message for r in caplog.records if "bypass this reverse-mode recorder" in r.message]
+    assert len(warnings) == 1 and BASE + "/a2a/jsonrpc" in warnings[0]
+    assert not w.reverse

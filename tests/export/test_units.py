@@ -1,0 +1,174 @@
+"""The pieces of the observability export: W3C traceparent, the rows' trace columns, bounded metric labels,
+the listen address, and the addon's option checks."""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.request
+from typing import Any
+
+import pytest
+from mitmproxy import exceptions
+
+from converse_tap.a2a.extract import extract
+from converse_tap.a2a.headers import Headers
+from converse_tap.a2a.redact import TextPolicy
+from converse_tap.a2a.traceparent import parse_traceparent, span_id_for, trace_columns
+from converse_tap.addon.flows import exchange_from_flow
+from converse_tap.export.live import check_listen, parse_listen
+from converse_tap.export.metrics import OTHER, LiveMetrics, outcome
+from converse_tap.export.spans import build_span
+from tests.factories import a2a_flow, agent_message, envelope, jsonrpc_result
+
+T, P = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (f"00-{T}-{P}-01", (T, P)),
+        (f"00-{T}-{P}-00", (T, P)),  # not sampled by the caller: still its trace
+        (f" 00-{T}-{P}-01 ", (T, P)),
+        (f"01-{T}-{P}-01-future", (T, P)),  # a later version, read by its first four fields
+        (f"00-{T}-{P}-01-extra", None),  # version 00 has exactly four
+        (f"ff-{T}-{P}-01", None),
+        (f"00-{'0' * 32}-{P}-01", None),
+        (f"00-{T}-{'0' * 16}-01", None),
+        (f"00-{T.upper()}-{P}-01", None),
+        (f"00-{T[:-1]}-{P}-01", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_parse_traceparent(value: str | None, expected: tuple[str, str] | None) -> None:
+    assert parse_traceparent(value) == expected
+
+
+def test_trace_columns() -> None:
+    joined = trace_columns(Headers([("TraceParent", f"00-{T}-{P}-01")]), "ex-1")
+    assert joined == {"trace_id": T, "span_id": span_id_for("ex-1"), "parent_span_id": P}
+    own = trace_columns(Headers(), "ex-1")
+    assert own["parent_span_id"] is None and len(own["trace_id"]) == 32 and own["trace_id"] != T
+    assert own == trace_columns(Headers(), "ex-1") != trace_columns(Headers(), "ex-2")  # derived, stable
+    two = Headers([("traceparent", f"00-{T}-{P}-01"), ("traceparent", f"00-{T}-{P}-01")])
+    assert trace_columns(two, "ex-1")["parent_span_id"] is None  # W3C: more than one is invalid
+
+
+def test_extract_fills_the_trace_columns_and_leaves_the_request_alone() -> None:
+    flow = a2a_flow(
+        headers={"traceparent": f"00-{T}-{P}-01"},
+        response=jsonrpc_result({"message": agent_message("m1", env=envelope())}),
+    )
+    before = flow.request.headers.fields
+    ext = extract(exchange_from_flow(flow), TextPolicy())
+    assert ext is not None and flow.request.headers.fields == before
+    row = ext.exchange
+    assert (row["trace_id"], row["parent_span_id"], row["span_id"]) == (T, P, span_id_for(flow.id))
+    span = build_span(row, ext.messages)
+    assert (span.trace_id, span.parent_span_id, span.span_id) == (T, P, row["span_id"])
+
+
+def _row(**kw: Any) -> dict[str, Any]:
+    row = {"agent": "a", "method": "SendMessage", "binding": "jsonrpc", "complete": True, "status_code": 200}
+    row.update(error_code=None, ts_start=1_000_000, ts_end=1_500_000, streamed=False, anomalies=[])
+    row.update(kw)
+    return row
+
+
+def _reply(mid: str | None, **kw: Any) -> dict[str, Any]:
+    m = {"direction": "response", "has_envelope": True, "role": "agent", "message_id": mid, "anomalies": []}
+    m.update(author="agent", coverage="answered", coverage_reason=None)
+    m.update(kw)
+    return m
+
+
+def _samples(metrics: LiveMetrics, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    out = {}
+    for fam in metrics.registry.collect():
+        for s in fam.samples:
+            if s.name == name:
+                out[tuple(sorted(s.labels.items()))] = s.value
+    return out
+
+
+def test_metrics_count_each_reply_once_and_bound_their_labels() -> None:
+    m = LiveMetrics(max_agents=2)
+    for agent in ("a", "b", "c", "d"):
+        m.observe(_row(agent=agent), [_reply(f"{agent}-1")])
+    m.observe(_row(agent="a"), [_reply("a-1"), _reply("a-2", coverage="unanswered", routine_status="completed")])
+    m.observe(_row(agent="a", error_code=-32001), [_reply(None), _reply(None)])  # no id: each sighting counts
+    ex = _samples(m, "converse_tap_exchanges_total")
+    assert {dict(k)["agent"] for k in ex} == {"a", "b", OTHER}
+    assert sum(ex.values()) == 6
+    assert ex[(("agent", "a"), ("binding", "jsonrpc"), ("method", "SendMessage"), ("outcome", "error"))] == 1
+    replies = _samples(m, "converse_tap_replies_total")
+    assert sum(replies.values()) == 4 + 1 + 2  # a-1 seen twice, counted once
+    assert replies[(("agent", "a"), ("author", "agent"), ("coverage", "unanswered"), ("reason", ""))] == 1
+    routines = _samples(m, "converse_tap_routine_status_total")
+    assert list(routines.values()) == [1.0]
+    assert sum(_samples(m, "converse_tap_exchange_duration_seconds_count").values()) == 6
+    text = m.text().decode()
+    assert "a-1" not in text and "a-2" not in text  # no ids as labels
+
+
+def test_metric_label_values_are_bounded_per_label() -> None:
+    m = LiveMetrics()
+    for i in range(200):
+        m.observe(_row(), [_reply(f"m{i}", coverage=f"verdict-{i}" + "x" * 200)])
+    coverages = {dict(k)["coverage"] for k in _samples(m, "converse_tap_replies_total")}
+    assert len(coverages) == 51 and OTHER in coverages and max(map(len, coverages)) == 80
+
+
+def test_outcome() -> None:
+    assert outcome(_row()) == "ok"
+    assert outcome(_row(status_code=404, error_code=404)) == "error"
+    assert outcome(_row(complete=False)) == "incomplete"
+
+
+def test_listen_addresses() -> None:
+    assert parse_listen("127.0.0.1:9464") == ("127.0.0.1", 9464)
+    assert parse_listen("[::1]:0") == ("::1", 0)
+    assert parse_listen(":9464") == ("0.0.0.0", 9464)
+    for bad in ("9464", "host", "127.0.0.1:99999", "a:b"):
+        with pytest.raises(ValueError, match="HOST:PORT"):
+            parse_listen(bad)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        assert "cannot listen" in (check_listen(f"127.0.0.1:{taken.getsockname()[1]}") or "")
+    assert check_listen("") is None and check_listen("127.0.0.1:0") is None
+
+
+def test_bad_export_options_fail_at_startup(tap) -> None:
+    addon, tctx, _ = tap
+    with pytest.raises(exceptions.OptionsError, match="not an http"):
+        tctx.configure(addon, converse_tap_otlp_endpoint="127.0.0.1:4318")
+    with pytest.raises(exceptions.OptionsError, match="HOST:PORT"):
+        tctx.configure(addon, converse_tap_otlp_endpoint="", converse_tap_metrics_listen="9464")
+
+
+def _serving(port: int, timeout: float = 60) -> bytes:
+    """/metrics of the worker once it listens (it starts in its own process): polled up to a deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                return r.read()
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_reconfiguring_keeps_the_metrics_port_the_worker_holds(tap) -> None:
+    addon, tctx, _ = tap
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    tctx.configure(addon, converse_tap_metrics_listen=f"127.0.0.1:{port}")
+    assert b"converse_tap_rows_journaled_total" in _serving(port)
+    tctx.configure(addon, converse_tap_summary="off")  # our own worker holds the port: not an error
+    assert b"converse_tap_rows_journaled_total" in _serving(port)
+    with pytest.raises(exceptions.OptionsError, match="at least 1"):
+        tctx.configure(addon, converse_tap_metrics_agents=0)
