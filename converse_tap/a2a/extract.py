@@ -316,6 +316,12 @@ class Extractor:
             extract_grpc_response(ex, req, row, payload, DEFAULT_MAX)
             if ex.status >= 400 and row["error_code"] is None:
                 row["error_code"] = ex.status
+            cut = any(a.startswith("grpc_frame_truncated") for a in row["anomalies"])
+            kinds = walk.event_kinds
+            if not row["complete"] and ex.error is not None and req.streaming and kinds and not cut:
+                # the client left once the final message was in (the a2a-sdk client cancels after a Message),
+                # before the agent's trailers reached the proxy: nothing of the exchange is missing
+                row["complete"] = kinds[-1] == "message" or walk.task_state in _SETTLED_STATES
             return _finish(self.out, walk, req, True)
         if row["streamed"]:
             if ex.sse_events is None and ex.response_body is not None and self.n_events == 0:

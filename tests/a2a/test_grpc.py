@@ -6,7 +6,7 @@ import pytest
 from a2a.compat.v0_3 import a2a_v0_3_pb2 as v03
 from a2a.types import a2a_pb2 as pb
 from google.rpc import error_details_pb2, status_pb2
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from converse_tap.a2a.classify import classify
@@ -42,6 +42,7 @@ def _split(body: bytes, cuts: list[int], max_bytes: int = 1 << 20, encoding: str
     return frames, parser
 
 
+@settings(deadline=None)  # correctness, not speed: a loaded machine must not fail it
 @given(st.lists(st.integers(min_value=0, max_value=10_000), max_size=40))
 def test_any_chunking_gives_the_same_messages(cuts: list[int]) -> None:
     frames, parser = _split(BODY, cuts)
@@ -49,6 +50,7 @@ def test_any_chunking_gives_the_same_messages(cuts: list[int]) -> None:
     assert parser.pending() == 0 and parser.malformed is None and parser.bytes == len(BODY)
 
 
+@settings(deadline=None)
 @given(st.lists(st.integers(min_value=0, max_value=10_000), max_size=20))
 def test_oversize_messages_are_skipped_whatever_the_chunking(cuts: list[int]) -> None:
     body = frame(b"a" * 10) + frame(b"b" * 100) + frame(b"c" * 10)
@@ -314,3 +316,18 @@ def test_a_flow_saved_without_its_streamed_body_says_so() -> None:
     assert out is not None
     assert out.exchange["anomalies"] == ["grpc_body_not_stored"] and out.exchange["complete"]
     assert [m["direction"] for m in out.messages] == ["request"]
+
+
+def test_a_stream_the_client_cancelled_after_its_final_message_is_complete() -> None:
+    """The a2a-sdk client stops reading once a Message arrives and cancels the call: if its RST_STREAM reaches the
+    proxy before the agent's trailers, the flow ends in an error, but nothing of the exchange is missing."""
+    error = "client cancelled the stream"
+    reply = frame(pb.StreamResponse(message=_agent_message()).SerializeToString())
+    ex = _exchange("SendStreamingMessage", _send_request(), reply, trailers=[], error=error)
+    out = extract(ex, TextPolicy())
+    assert out is not None and out.exchange["complete"] and out.exchange["error"] == error
+    assert out.exchange["anomalies"] == [] and out.exchange["replies"] == 1
+    body = _stream_body()  # working, then completed: cut after `working`, the exchange is not whole
+    working = body[: 5 + int.from_bytes(body[1:5], "big")]
+    out = extract(_exchange("SendStreamingMessage", _send_request(), working, trailers=[], error=error), TextPolicy())
+    assert out is not None and out.exchange["complete"] is False and out.exchange["sse_events"] == 1

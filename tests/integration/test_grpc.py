@@ -90,7 +90,14 @@ async def _conversation(proxy: str, ca: bytes, binding: str, streaming: bool, di
                 streaming=streaming,
                 supported_protocol_bindings=[binding],
             )
-            client = ClientFactory(config).create(card)
+            factory = ClientFactory(config)
+            if binding == "GRPC" and dialect == "0.3":
+                # the SDK's factory may have lost its v0.3 gRPC transport to a circular import (a2a-sdk 1.3: it
+                # depends on which a2a module was imported first, e.g. by an earlier test): name it explicitly
+                from a2a.compat.v0_3.grpc_transport import CompatGrpcTransport
+
+                factory.register("GRPC", CompatGrpcTransport.create)
+            client = factory.create(card)
             try:
                 return await _script(client)
             finally:
