@@ -79,6 +79,65 @@ def _dataset_shape(out: Path) -> dict[str, float]:
     return shape
 
 
+def steps(capture: Path, reps: int) -> None:
+    """Microseconds per flow of each step of ingest, in one process, interleaved: what the time goes to."""
+    import pyarrow as pa
+    from mitmproxy.io import compat, tnetstring
+
+    from converse_tap import flowfile
+    from converse_tap.a2a.extract import extract
+    from converse_tap.a2a.redact import TextPolicy
+    from converse_tap.addon.flows import exchange_from_state
+    from converse_tap.store.schema import TABLES
+    from converse_tap.store.writer import _TS_COLUMNS, _to_micros
+
+    def floor() -> int:
+        n = 0
+        with open(capture, "rb") as f:
+            while True:
+                try:
+                    tnetstring.load(f)
+                except ValueError:
+                    return n
+                n += 1
+
+    def reference() -> list:
+        out = []
+        with open(capture, "rb") as f:
+            while True:
+                try:
+                    state = tnetstring.load(f)
+                except ValueError:
+                    return out
+                out.append(exchange_from_state(compat.migrate_flow(state)))  # type: ignore[arg-type]
+
+    n = floor()
+    names = ("floor", "reference read", "fast read", "extract", "rows to Arrow")
+    times: dict[str, list[float]] = {k: [] for k in names}
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        floor()
+        times["floor"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        reference()
+        times["reference read"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        exchanges = list(flowfile.read(capture))
+        times["fast read"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        extractions = [e for e in (extract(x, TextPolicy()) for x in exchanges) if e is not None]
+        times["extract"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        for table in TABLES:
+            rows = [r for e in extractions for r in ([e.exchange] if table == "exchanges" else getattr(e, table))]
+            _to_micros(rows, _TS_COLUMNS[table])
+            pa.RecordBatch.from_pylist(rows, schema=TABLES[table])
+        times["rows to Arrow"].append(time.perf_counter() - t0)
+    print(f"steps over {n:,} flows, one process, median of {reps} interleaved reps: microseconds per flow")
+    for k, v in times.items():
+        print(f"  {k:<16} {statistics.median(v) / n * 1e6:7.0f}")
+
+
 def _child(args: list[str]) -> dict[str, float]:
     proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_ingest", *args], capture_output=True, text=True)
     if proc.returncode != 0:
@@ -92,6 +151,7 @@ def main() -> None:
     p.add_argument("--flows", type=int, default=100_000)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--jobs", type=int, default=min(os.cpu_count() or 1, 8), help="the parallel variant")
+    p.add_argument("--steps", type=int, metavar="FLOWS", help="time each step of ingest over this many flows")
     p.add_argument("--child", nargs=3, metavar=("WHAT", "CAPTURE", "OUT"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -102,6 +162,10 @@ def main() -> None:
 
     from tests.captures import write_capture
 
+    if args.steps:
+        with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
+            steps(write_capture(Path(tmp) / "capture.mitm", args.steps), args.reps)
+        return
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
         capture = Path(tmp) / "capture.mitm"
         t0 = time.perf_counter()

@@ -8,9 +8,7 @@ through one writer, so a parallel ingest writes about as many files as a single 
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
-import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, replace
@@ -24,6 +22,7 @@ from .a2a.exchange import HttpExchange
 from .a2a.extract import Extraction, extract
 from .a2a.redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy
 from .addon.flows import DEFAULT_MAX_BODY
+from .nopandas import keep_pandas_out
 from .seen import SeenIds, dataset_ids, digest
 from .store.files import read_journal
 from .store.writer import DatasetWriter
@@ -176,8 +175,7 @@ _PROGRESS: Any = None  # shared counters of a worker process: bytes read, flows,
 def _init_worker(progress: Any) -> None:
     global _PROGRESS
     _PROGRESS = progress
-    if "pandas" not in sys.modules:  # a worker process only ingests
-        sys.meta_path.insert(0, _NoPandas())
+    keep_pandas_out()  # a worker process only ingests
 
 
 class _Run:
@@ -396,85 +394,3 @@ def _merge(into: IngestResult, part: IngestResult) -> None:
     into.write_error = into.write_error or part.write_error
     into.interrupted = into.interrupted or part.interrupted
     into.parquet_files += part.parquet_files
-
-
-def report_lines(result: IngestResult, out: Path) -> list[tuple[str, str]]:
-    """What `converse-tap ingest` says about `result`: (level, text) pairs, level "info", "warning" or "error"."""
-    lines: list[tuple[str, str]] = []
-    if result.not_stored:
-        lines.append(
-            (
-                "warning",
-                f"{result.not_stored} response(s) have no body in the capture (streamed responses saved without "
-                "`--set store_streamed_bodies=true`): their exchanges are recorded incomplete, with the anomaly "
-                f"{NOT_STORED}; capture with that option to record their events",
-            )
-        )
-    if result.write_error or result.unwritten or result.waiting:
-        waiting = sum(result.waiting.values())
-        text = f"{result.write_error or 'writing failed'}: {result.unwritten} rows were not written and are lost"
-        if waiting:
-            dirs = ", ".join(str(d) for d in result.waiting)
-            text += f"; {waiting} rows wait in {dirs}: run `converse-tap recover {out}` once there is space"
-        text += (
-            f". Of {result.exchanges} exchanges read, the rest are in {out}; free space and run the same ingest "
-            "again (exchanges already present are skipped)"
-        )
-        lines.append(("error", text))
-    elif result.interrupted:
-        lines.append(
-            (
-                "error",
-                f"interrupted after {result.flows} flows: what was read is in {out}; the rest of the input is not. "
-                "Run the same ingest again to complete it (exchanges already present are skipped)",
-            )
-        )
-    else:
-        dup = f"; {result.duplicates} flows were already present and skipped" if result.duplicates else ""
-        readable = result.files - len({e.path for e in result.errors if e.reason.endswith(NOT_A_CAPTURE)})
-        lines.append(
-            (
-                "info",
-                f"ingested {result.flows} flows from {readable} file(s): {result.exchanges} new A2A exchanges into "
-                f"{out}{dup}",
-            )
-        )
-    lines.extend(("error", str(e)) for e in result.errors)
-    return lines
-
-
-class _NoPandas:
-    """A finder that keeps pandas out of an ingest process: pyarrow imports it (1.5 s, ~40 MiB) only to ask
-    whether a value is a pandas object, which ingest rows never are."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
-        if name == "pandas":
-            raise ModuleNotFoundError("pandas is kept out of ingest processes", name=name)
-
-
-@contextlib.contextmanager
-def without_pandas() -> Iterator[None]:
-    """While ingesting in a process that has not loaded pandas, keep it from being loaded."""
-    if "pandas" in sys.modules:
-        yield
-        return
-    finder = _NoPandas()
-    sys.meta_path.insert(0, finder)
-    try:
-        yield
-    finally:
-        sys.meta_path.remove(finder)
-
-
-def forget_dataset(out: Path) -> None:
-    """Remove a dataset directory this ingest created and wrote nothing into (its salt, empty folders)."""
-    from .store.files import SALT_FILE, TEXT_POLICY_FILE
-
-    for name in (SALT_FILE, TEXT_POLICY_FILE):
-        with contextlib.suppress(OSError):
-            (out / name).unlink(missing_ok=True)
-    for d in sorted((p for p in out.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
-        with contextlib.suppress(OSError):
-            d.rmdir()
-    with contextlib.suppress(OSError):
-        out.rmdir()

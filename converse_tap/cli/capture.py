@@ -167,8 +167,10 @@ def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None, reda
     already in the dataset are skipped. A progress bar shows on a terminal.
     """
     from ..a2a.redact import Redaction
-    from ..ingest import NOT_A_CAPTURE, IngestError, forget_dataset, kind, report_lines, without_pandas
+    from ..ingest import NOT_A_CAPTURE, IngestError, kind
     from ..ingest import ingest as run_ingest
+    from ..ingest_report import forget_dataset, report_lines
+    from ..nopandas import without_pandas
     from ..progress import ProgressBar
     from ..store.files import TextPolicyConflict, check_writable, claim_text_policy, dataset_salt
 

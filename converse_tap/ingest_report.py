@@ -1,0 +1,67 @@
+"""What `converse-tap ingest` says about an ingest, and the clean-up of a dataset it created for nothing."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from .ingest import NOT_A_CAPTURE, NOT_STORED, IngestResult
+
+
+def report_lines(result: IngestResult, out: Path) -> list[tuple[str, str]]:
+    """What `converse-tap ingest` says about `result`: (level, text) pairs, level "info", "warning" or "error"."""
+    lines: list[tuple[str, str]] = []
+    if result.not_stored:
+        lines.append(
+            (
+                "warning",
+                f"{result.not_stored} response(s) have no body in the capture (streamed responses saved without "
+                "`--set store_streamed_bodies=true`): their exchanges are recorded incomplete, with the anomaly "
+                f"{NOT_STORED}; capture with that option to record their events",
+            )
+        )
+    if result.write_error or result.unwritten or result.waiting:
+        waiting = sum(result.waiting.values())
+        text = f"{result.write_error or 'writing failed'}: {result.unwritten} rows were not written and are lost"
+        if waiting:
+            dirs = ", ".join(str(d) for d in result.waiting)
+            text += f"; {waiting} rows wait in {dirs}: run `converse-tap recover {out}` once there is space"
+        text += (
+            f". Of {result.exchanges} exchanges read, the rest are in {out}; free space and run the same ingest "
+            "again (exchanges already present are skipped)"
+        )
+        lines.append(("error", text))
+    elif result.interrupted:
+        lines.append(
+            (
+                "error",
+                f"interrupted after {result.flows} flows: what was read is in {out}; the rest of the input is not. "
+                "Run the same ingest again to complete it (exchanges already present are skipped)",
+            )
+        )
+    else:
+        dup = f"; {result.duplicates} flows were already present and skipped" if result.duplicates else ""
+        readable = result.files - len({e.path for e in result.errors if e.reason.endswith(NOT_A_CAPTURE)})
+        lines.append(
+            (
+                "info",
+                f"ingested {result.flows} flows from {readable} file(s): {result.exchanges} new A2A exchanges into "
+                f"{out}{dup}",
+            )
+        )
+    lines.extend(("error", str(e)) for e in result.errors)
+    return lines
+
+
+def forget_dataset(out: Path) -> None:
+    """Remove a dataset directory this ingest created and wrote nothing into (its salt, empty folders)."""
+    from .store.files import SALT_FILE, TEXT_POLICY_FILE
+
+    for name in (SALT_FILE, TEXT_POLICY_FILE):  # the policy claimed for a dataset that holds nothing
+        with contextlib.suppress(OSError):
+            (out / name).unlink(missing_ok=True)
+    for d in sorted((p for p in out.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            d.rmdir()
+    with contextlib.suppress(OSError):
+        out.rmdir()
