@@ -7,6 +7,7 @@ import pytest
 from mitmproxy.test import taddons
 
 from converse_tap.addon.tap import ConverseTap
+from tests.golden.sample import build_sample
 
 
 @pytest.fixture
@@ -19,3 +20,11 @@ def tap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Conve
         tctx.configure(addon, converse_tap_dir=str(out), converse_tap_flush_interval="0.05")
         yield addon, tctx, out
         addon.done()
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The golden sample dataset (tests/golden/sample.py), built once per test module."""
+    out = tmp_path_factory.mktemp("sample")
+    build_sample(out)
+    return out

@@ -4,25 +4,13 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from click.testing import CliRunner
 
 from converse_tap.cli import cli
+from tests.cli_helpers import invoke
 from tests.golden.regenerate import CASES, render
-from tests.golden.sample import build_sample
 
 ROOT = Path(__file__).parents[1]
 SCHEMA = json.loads((ROOT / "docs" / "report-schema.json").read_text())
-
-
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("sample")
-    build_sample(out)
-    return out
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -5,23 +5,10 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from converse_tap.cli import cli
-from tests.golden.sample import build_sample
+from tests.cli_helpers import invoke
 
 AGENTS_SEEN = "  agent.test:9000\n  agent.test:9000/a2a/jsonrpc\n"
-
-
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("sample")
-    build_sample(out)
-    return out
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
 @pytest.mark.parametrize(

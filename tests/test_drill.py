@@ -18,30 +18,17 @@ from pathlib import Path
 import jsonschema
 import pytest
 import xmlschema
-from click.testing import CliRunner
 
 from converse_tap.analysis import build_report
 from converse_tap.analysis.drill import VIEWS, open_views
 from converse_tap.analysis.engine import CONVERSATION_KEY, Engine
 from converse_tap.analysis.render import table_lines, to_text
-from converse_tap.cli import cli
 from converse_tap.demo.run import report_actuals
+from tests.cli_helpers import invoke
 from tests.drill_counts import sql, sql_actuals
-from tests.golden.sample import build_sample
 
 ROOT = Path(__file__).parents[1]
 AGENT = "agent.test:9000/a2a/jsonrpc"  # the golden sample's one agent
-
-
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("sample")
-    build_sample(out)
-    return out
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
 # sql ------------------------------------------------------------------------------------------------------------

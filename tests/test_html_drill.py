@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import struct
 import subprocess
 from html.parser import HTMLParser
@@ -17,17 +16,8 @@ from click.testing import CliRunner
 from converse_tap.analysis.charts import columns, nice_top
 from converse_tap.analysis.html_drill import anchor
 from converse_tap.cli import cli
+from tests.browser import CHROMIUM_FLAGS, ensure_chromium
 from tests.golden.sample import build_sample
-
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 @pytest.fixture(scope="module")
@@ -41,17 +31,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def chromium() -> str:
-    """Debian's chromium, installed with apt-get when missing (the test set-up's one system package)."""
-    found = shutil.which("chromium")
-    if found is None:
-        steps = [["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]]
-        for step in steps:
-            done = subprocess.run(step, capture_output=True, text=True, timeout=900)
-            if done.returncode != 0:
-                pytest.fail(f"cannot install chromium ({' '.join(step)}): {done.stderr[-500:]}")
-        found = shutil.which("chromium")
-    assert found is not None
-    return found
+    return ensure_chromium()
 
 
 class _Links(HTMLParser):

@@ -21,6 +21,7 @@ from converse_tap.cli import cli
 from converse_tap.textsafe import is_terminal_safe
 from tests.analysis.hostile import PAYLOADS, build_hostile
 from tests.browser import dump_dom, ensure_chromium
+from tests.cli_helpers import invoke
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +49,6 @@ def strings(value: Any) -> set[str]:
     if isinstance(value, list):
         return set().union(*(strings(v) for v in value))
     return set()
-
-
-def invoke(*args: str) -> Any:
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
 class Tags(HTMLParser):

@@ -6,21 +6,15 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
-from click.testing import CliRunner
 
-from converse_tap.cli import cli
 from converse_tap.store.schema import MESSAGES
 from converse_tap.store.writer import DatasetWriter
+from tests.cli_helpers import invoke
 from tests.golden.sample import build_sample, sample_extractions
 from tests.store.test_writer import _killed_writer
 
 DAY = "date=1999-12-31"  # the sample's partition
 AGENT = "agent.test:9000/a2a/jsonrpc"  # the sample's agent; its card is filed under agent.test:9000
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
 def report(dataset: Path, *args: str) -> dict:
@@ -60,13 +54,6 @@ SAMPLE = {
     "messages": (7, 7),
     "cards": 1,
 }
-
-
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("sample")
-    build_sample(out)
-    return out
 
 
 def test_the_sample_reads_as_documented(sample: Path) -> None:
