@@ -298,3 +298,16 @@ def test_report_on_an_80_column_terminal_has_no_longer_line(sample: Path) -> Non
     assert max(len(line) for line in lines) <= 80, [line for line in lines if len(line) > 80]
     wide = _run_in_pty([*exe, "report", str(sample), "--by", "agent", "--by", "routine", "--examples", "3"], 80)
     assert max(len(line) for line in wide.splitlines()) <= 80 and "Examples by coverage value" in wide
+
+
+def test_show_prints_the_trace_each_message_joins(sample: Path) -> None:
+    """Each message carries the trace and span of the exchange it was first seen in (issue 20's correlation)."""
+    t = json.loads(invoke("show", str(sample), "c1", "--format", "json").stdout)
+    rows = json.loads(
+        invoke("sql", str(sample), "SELECT exchange_id, trace_id, span_id FROM exchanges", "--format", "json").stdout
+    )
+    spans = {r["span_id"]: r["trace_id"] for r in rows}
+    assert t["messages"] and all(m["trace_id"] and m["span_id"] for m in t["messages"])
+    assert all(m["span_id"] in spans and spans[m["span_id"]] == m["trace_id"] for m in t["messages"])
+    first_poll = next(m for m in t["messages"] if m["message_id"] == "a1")
+    assert f"trace {first_poll['trace_id']} span {first_poll['span_id']}" in invoke("show", str(sample), "c1").stdout

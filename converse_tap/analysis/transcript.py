@@ -19,9 +19,13 @@ from .engine import CONVERSATION_KEY, Engine
 TRANSCRIPT_SCHEMA = "converse-tap-transcript/1"
 
 _MESSAGES = f"""
+SELECT m.* EXCLUDE (exchange_order, seq_order), e.trace_id, e.span_id FROM (
 SELECT {CONVERSATION_KEY} AS conversation,
        coalesce(message_id, 'sighting:' || exchange_id || ':' || seq) AS key,
        min(ts) AS first_at,
+       first(exchange_id ORDER BY ts, seq) AS exchange_id,
+       min(exchange_id) AS exchange_order,
+       min(seq) AS seq_order,
        last(message_id ORDER BY ts, seq) AS message_id,
        last(object_kind::VARCHAR ORDER BY ts, seq) AS kind,
        last(role::VARCHAR ORDER BY ts, seq) AS role,
@@ -35,7 +39,11 @@ SELECT {CONVERSATION_KEY} AS conversation,
        count(*) AS sightings
 FROM messages WHERE {CONVERSATION_KEY} IN (SELECT unnest($1::VARCHAR[]))
 GROUP BY 1, 2
-ORDER BY 1, first_at NULLS LAST, min(exchange_id), min(seq)
+) m LEFT JOIN (
+    SELECT exchange_id, any_value(trace_id) AS trace_id, any_value(span_id) AS span_id FROM exchanges
+    GROUP BY exchange_id
+) e USING (exchange_id)
+ORDER BY m.conversation, m.first_at NULLS LAST, m.exchange_order, m.seq_order
 """
 
 
@@ -120,6 +128,8 @@ def _transcript(
             "text": body,
             "parts": row["part_kinds"] or [],
             "sightings": row["sightings"],
+            "trace_id": row["trace_id"],  # of the exchange it was first seen in: joins the user's traces
+            "span_id": row["span_id"],
             "envelope": None,
         }
         if row["artifact_name"]:
@@ -226,6 +236,8 @@ def transcript_text(t: dict[str, Any]) -> str:
         when = (m["at"] or "")[:23].replace("T", " ")
         body = m["text"].replace("\n", "\n    ") if m["text"] is not None else "(no text)"
         lines.append(f"[{when}] {who}: {body}")
+        if m.get("trace_id"):
+            lines.append(f"    trace {m['trace_id']} span {m['span_id']}")
         for line in envelope_lines(m["envelope"] or {}):
             lines.append(f"    {line}")
     return "\n".join(lines) + "\n"
