@@ -4,10 +4,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from mitmproxy.test import taddons
 
 from converse_tap.addon.tap import ConverseTap
 from tests.golden.sample import build_sample
+
+# property tests assert what happens, never how fast: no per-example deadline on a machine that may be loaded
+settings.register_profile("no-deadline", deadline=None)
+settings.load_profile("no-deadline")
 
 
 @pytest.fixture

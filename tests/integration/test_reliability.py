@@ -84,10 +84,11 @@ def test_hard_kill_loses_at_most_the_last_flush_interval(tmp_path: Path, victims
     recent = [t for t in completed if t > killed_at - FLUSH]
     lost = len(completed) - rows
     print(f"hard kill: {len(completed)} responses seen, {rows} rows kept, {lost} lost, {len(recent)} in the last flush")
+    # a request in flight at the kill may be recorded although its client never saw the answer: lost can be -1
     if victims == "proxy":
-        assert 0 <= lost <= 2, (len(completed), rows)  # in the hand-off when killed
+        assert -2 <= lost <= 2, (len(completed), rows)  # in the hand-off when killed
     else:
-        assert 0 <= lost <= len(recent) + 2, (len(completed), rows, len(recent))
+        assert -2 <= lost <= len(recent) + 2, (len(completed), rows, len(recent))
     assert not list(out.rglob("*.arrows"))
 
 
