@@ -9,6 +9,7 @@ the dataset (docs/performance.md has the measurements behind choosing it).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import weakref
@@ -252,7 +253,10 @@ class Engine:
         con = duckdb.connect(config={"temp_directory": spill})
         con.execute("SET TimeZone = 'UTC'")
         con.execute("SET preserve_insertion_order = false")
-        con.execute("SET enable_progress_bar = false")  # never drawn into a report written to stdout
+        # never drawn into a report written to stdout; in a Jupyter kernel without ipywidgets DuckDB refuses to
+        # touch the setting at all (and draws nothing there either)
+        with contextlib.suppress(duckdb.InvalidInputException):
+            con.execute("SET enable_progress_bar = false")
         if memory_limit:
             con.execute(f"SET memory_limit = {_quote(memory_limit)}")
         if threads:
