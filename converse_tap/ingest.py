@@ -8,7 +8,10 @@ through one writer, so a parallel ingest writes about as many files as a single 
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import signal
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, replace
@@ -172,7 +175,28 @@ class _Share:
 _PROGRESS: Any = None  # shared counters of a worker process: bytes read, flows, per share
 
 
+_INTERRUPTED = threading.Event()  # Ctrl-C, taken between two exchanges: never inside the writer
+
+
+def _on_sigint(_signum: int, _frame: Any) -> None:
+    _INTERRUPTED.set()
+
+
+@contextlib.contextmanager
+def _sigint_between_exchanges() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _INTERRUPTED.clear()
+    previous = signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _init_worker(progress: Any) -> None:
+    signal.signal(signal.SIGINT, _on_sigint)
     global _PROGRESS
     _PROGRESS = progress
     keep_pandas_out()  # a worker process only ingests
@@ -225,6 +249,8 @@ class _Run:
 
     def _read(self, source: Iterator[HttpExchange], where: Callable[[], int]) -> None:
         for n, ex in enumerate(source, 1):
+            if _INTERRUPTED.is_set():
+                raise KeyboardInterrupt
             self.result.flows += 1
             self._one(ex)
             if n % 256 == 0 and self.report is not None:
@@ -344,9 +370,11 @@ def ingest(
     if len(groups) == 1:
         share = _Share(groups[0], out, policy, max_body, known, redaction)
         report = (lambda done, flows: progress(done, total, flows)) if progress is not None else None
-        _merge(result, _Run(share, report).run())
+        with _sigint_between_exchanges():
+            _merge(result, _Run(share, report).run())
         return result
-    return _parallel(groups, _Share([], out, policy, max_body, known, redaction), progress, total, result)
+    with _sigint_between_exchanges():
+        return _parallel(groups, _Share([], out, policy, max_body, known, redaction), progress, total, result)
 
 
 def _parallel(
