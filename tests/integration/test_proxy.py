@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from pathlib import Path
 
 import httpx
 import pytest
-from a2a.client import ClientCallContext, ClientConfig, ClientFactory
+from a2a.client import ClientConfig, ClientFactory
 from a2a.client.card_resolver import A2ACardResolver
-from a2a.client.service_parameters import ServiceParametersFactory, with_a2a_extensions
-from a2a.types.a2a_pb2 import GetTaskRequest, Message, Part, Role, SendMessageRequest
 
 from converse_tap.a2a.constants import CONVERSE_URI
 from converse_tap.a2a.redact import TextPolicy
 from converse_tap.ingest import ingest
 from converse_tap.store.reader import load
 from tests.integration.procs import REPLY_BYTES, SSE_BYTES, Canned, demo_agent, mitmdump
+from tests.integration.script import book_a_table
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +34,6 @@ STREAM_BODY = BODY.replace(b'"SendMessage"', b'"SendStreamingMessage"')
 
 async def _conversation(agent: str, proxy: str, binding: str, streaming: bool) -> list[str]:
     """Book a table in three turns, ask a question, poll the task; returns the reply texts the client saw."""
-    texts: list[str] = []
     async with httpx.AsyncClient(proxy=proxy, timeout=30) as http:
         card = await A2ACardResolver(http, f"{agent}/agents/ag_trattoria01").get_agent_card()
         keep = [i for i in card.supported_interfaces if i.protocol_version == "1.0" and i.protocol_binding == binding]
@@ -45,35 +42,7 @@ async def _conversation(agent: str, proxy: str, binding: str, streaming: bool) -
         client = ClientFactory(
             ClientConfig(httpx_client=http, streaming=streaming, supported_protocol_bindings=[binding])
         ).create(card)
-        ctx = ClientCallContext(
-            service_parameters=ServiceParametersFactory.create([with_a2a_extensions([CONVERSE_URI])])
-        )
-        context_id = task_id = ""
-        for text in ("I'd like to book a table", "On 2026-12-24", "For 4 people", "Where can I park nearby?"):
-            msg = Message(
-                message_id=str(uuid.uuid4()),
-                role=Role.ROLE_USER,
-                parts=[Part(text=text)],
-                context_id=context_id,
-                task_id=task_id,
-            )
-            last_task = ""
-            async for ev in client.send_message(SendMessageRequest(message=msg), context=ctx):
-                kind = ev.WhichOneof("payload")
-                if kind == "task":
-                    context_id, last_task = ev.task.context_id, ev.task.id
-                    if ev.task.status.message.parts:
-                        texts.append(ev.task.status.message.parts[0].text)
-                elif kind == "status_update":
-                    context_id, last_task = ev.status_update.context_id, ev.status_update.task_id
-                    if ev.status_update.status.message.parts:
-                        texts.append(ev.status_update.status.message.parts[0].text)
-                elif kind == "message":
-                    context_id = ev.message.context_id
-                    texts.append(ev.message.parts[0].text)
-            task_id = last_task if text != "For 4 people" and last_task else ""
-            if text == "For 4 people":
-                await client.get_task(GetTaskRequest(id=last_task, history_length=10), context=ctx)
+        texts = await book_a_table(client)
         await client.close()
     return texts
 
