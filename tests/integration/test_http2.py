@@ -19,7 +19,7 @@ from converse_tap.demo.grpc_agent import self_signed
 from converse_tap.store.reader import load
 from tests.integration.grpc_procs import proxy_options
 from tests.integration.procs import mitmdump
-from tests.integration.test_grpc import _script
+from tests.integration.script import book_a_table
 
 pytestmark = pytest.mark.integration
 
@@ -66,7 +66,7 @@ async def _conversation(proxy: str, ca: Path, tmp: Path, binding: str) -> tuple[
             config = ClientConfig(httpx_client=http, streaming=True, supported_protocol_bindings=[binding])
             client = ClientFactory(config).create(card)
             try:
-                texts = await _script(client)
+                texts = await book_a_table(client)
             finally:
                 await client.close()
     finally:
