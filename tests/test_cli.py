@@ -203,3 +203,9 @@ def test_a_report_beyond_its_memory_limit_says_which_option_to_raise(tmp_path: P
     assert r.exit_code == 1
     assert "needs more memory than its limit allows; raise --memory-limit (Out of Memory Error" in r.stderr
     assert "SET " not in r.stderr and r.stdout == ""
+
+
+def test_record_rejects_a_bad_redaction_pattern_before_listening(tmp_path: Path) -> None:
+    r = invoke("record", "--out", str(tmp_path / "data"), "--listen-port", "0", "--redact", "tenant=(")
+    assert r.exit_code == 2 and "--redact:" in r.stderr and "not a valid regular expression" in r.stderr
+    assert not (tmp_path / "data").exists()

@@ -19,7 +19,7 @@ from mitmproxy import ctx, exceptions, http
 from mitmproxy.proxy.mode_specs import ReverseMode
 
 from ..a2a.classify import maybe_a2a
-from ..a2a.redact import TEXT_POLICIES, Redaction
+from ..a2a.redact import TEXT_POLICIES, Redaction, install_log_redactor
 from ..store.files import TextPolicyConflict, check_writable, claim_text_policy, dataset_salt
 from .channel import Channel
 from .flows import PREFIX
@@ -152,9 +152,13 @@ class ConverseTap:
             if getattr(opts, name) < least:
                 raise exceptions.OptionsError(f"{name} must be at least {least}")
         try:
-            Redaction.from_patterns(opts.converse_tap_redact)
+            redaction = Redaction.from_patterns(opts.converse_tap_redact)
         except ValueError as e:
             raise exceptions.OptionsError(f"converse_tap_redact: {e}") from e
+        if "converse_tap_redact" in updated and opts.converse_tap_redact:
+            # mitmproxy's own log lines quote URLs: the operator's patterns apply there too, not only the
+            # credential shapes the entry points install
+            install_log_redactor(redaction=redaction)
         self.max_body = opts.converse_tap_max_body
         if self.channel is None or any(k.startswith("converse_tap_") for k in updated):
             root = Path(opts.converse_tap_dir)

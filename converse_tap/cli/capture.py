@@ -58,6 +58,15 @@ def addon_path() -> None:
 @click.option(
     "--metrics-listen", metavar="HOST:PORT", help="Serve Prometheus metrics at /metrics there (e.g. 127.0.0.1:9464)."
 )
+@click.option(
+    "--redact",
+    "redact",
+    multiple=True,
+    metavar="REGEX",
+    help="Also redact what this regular expression matches in every stored URL, card URL and error text (its groups "
+    "only, if it has any); repeatable. Credentials in userinfo, JWTs, ;jsessionid= and secret query values are "
+    "always redacted.",
+)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Any mitmproxy option (repeatable).")
 def record(
     out: str,
@@ -69,6 +78,7 @@ def record(
     otlp_endpoint: str | None,
     otlp_text: bool,
     metrics_listen: str | None,
+    redact: tuple[str, ...],
     sets: tuple[str, ...],
 ) -> None:
     """Run a recording proxy: A2A traffic through it lands in a Parquet dataset.
@@ -84,6 +94,12 @@ def record(
     from ..record import ListenError
     from ..store.files import TextPolicyConflict, check_writable, dataset_text_policy
 
+    from ..a2a.redact import Redaction
+
+    try:
+        Redaction.from_patterns(redact)
+    except ValueError as e:
+        raise UsageError(f"--redact: {e}") from e
     for item in sets:
         key, eq, _ = item.partition("=")
         if not eq or not key.strip():
@@ -107,6 +123,8 @@ def record(
         "converse_tap_otlp_text": otlp_text,
         "converse_tap_metrics_listen": metrics_listen or "",
     }
+    if redact:
+        settings["converse_tap_redact"] = list(redact)
     if modes:
         settings["mode"] = list(modes)
     try:

@@ -232,3 +232,24 @@ def test_grpc_is_tapped_message_by_message_and_forwarded_unchanged(tap) -> None:
     msgs = load(out, "messages").sort_values("seq")
     assert msgs["text"].tolist() == ["Book it", "Done"]
     assert msgs["ts"].iloc[1] >= msgs["ts"].iloc[0]
+
+
+def test_operator_patterns_reach_mitmproxys_own_log_lines(tap) -> None:
+    """mitmproxy logs URLs it could not handle; converse_tap_redact applies to those lines, not only to rows."""
+    import io
+
+    from converse_tap.a2a.redact import LogRedactor
+
+    addon, tctx, _ = tap
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        tctx.configure(addon, converse_tap_redact=["tenant=([^&\\s]+)"])
+        assert any(isinstance(f, LogRedactor) for f in handler.filters)
+        logging.getLogger("mitmproxy.proxy.server").warning("Bad request: http://h/a?tenant=ACME42&x=1")
+    finally:
+        root.removeHandler(handler)
+    line = stream.getvalue()
+    assert "ACME42" not in line and "tenant=[REDACTED]&x=1" in line

@@ -170,7 +170,10 @@ def test_no_credential_shape_survives(tmp_path: Path, tmp_path_factory: pytest.T
             with mitmdump(out, "--set", "flow_detail=0", "-w", str(flows)) as (proxy, proc):
                 _plant(proxy, up.base)
         else:
-            proc = Proc([sys.executable, "-m", "converse_tap", "record", "--out", str(out), "--listen-port", "0"])
+            proc = Proc(
+                [sys.executable, "-m", "converse_tap", "record", "--out", str(out), "--listen-port", "0"]
+                + ["--redact", OPERATOR]
+            )
             try:
                 _plant(f"http://127.0.0.1:{proc.wait_for(LISTENING).group(1)}", up.base)
             finally:
@@ -180,7 +183,8 @@ def test_no_credential_shape_survives(tmp_path: Path, tmp_path_factory: pytest.T
     assert "Bad HTTP request line: b'POST http://127.0.0.1:" in log and "A2A 127.0.0.1" in log
     (tmp_path / "proxy.log").write_text(log)
     _outputs(out, tmp_path)
-    files = _assert_absent(tmp_path, LIVE_SECRETS)
+    # record --redact: the operator's pattern holds in rows and in the proxy's own log lines alike
+    files = _assert_absent(tmp_path, LIVE_SECRETS if runner == "mitmdump -s" else [*LIVE_SECRETS, "LIVEOP6"])
     assert sum(p.suffix == ".parquet" for p in files) >= 3 and len(files) >= 11
     ex = load(out, "exchanges")
     assert f"127.0.0.1:{up.base.rsplit(':', 1)[1]}/agents/[REDACTED]/a2a" in set(ex["agent"])
@@ -204,10 +208,11 @@ def test_operator_pattern_applies_live(tmp_path: Path) -> None:
         Planted() as up,
         mitmdump(out, "--set", "flow_detail=0", "--set", f"converse_tap_redact={OPERATOR}") as (
             proxy,
-            _,
+            proc,
         ),
     ):
         _plant(proxy, up.base)
+    (tmp_path / "proxy.log").write_text(proc.output)
     _outputs(out, tmp_path)
     # mitmdump takes an unknown --set silently (a script may declare it later): the secret is then stored
     _assert_absent(tmp_path, [*LIVE_SECRETS, "LIVEOP6"])
