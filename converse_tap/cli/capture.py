@@ -91,10 +91,9 @@ def record(
     """
     from mitmproxy import exceptions
 
+    from ..a2a.redact import Redaction
     from ..record import ListenError
     from ..store.files import TextPolicyConflict, check_writable, dataset_text_policy
-
-    from ..a2a.redact import Redaction
 
     try:
         Redaction.from_patterns(redact)

@@ -170,10 +170,8 @@ def test_no_credential_shape_survives(tmp_path: Path, tmp_path_factory: pytest.T
             with mitmdump(out, "--set", "flow_detail=0", "-w", str(flows)) as (proxy, proc):
                 _plant(proxy, up.base)
         else:
-            proc = Proc(
-                [sys.executable, "-m", "converse_tap", "record", "--out", str(out), "--listen-port", "0"]
-                + ["--redact", OPERATOR]
-            )
+            record = ["record", "--out", str(out), "--listen-port", "0", "--redact", OPERATOR]
+            proc = Proc([sys.executable, "-m", "converse_tap", *record])
             try:
                 _plant(f"http://127.0.0.1:{proc.wait_for(LISTENING).group(1)}", up.base)
             finally:
