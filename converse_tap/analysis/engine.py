@@ -24,6 +24,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..a2a.constants import TERMINAL_ROUTINE_STATUSES
+from ..store import objstore
 from ..store.reader import Journals, TableFiles, read_journals, table_files
 from ..store.schema import TABLES
 from .load import CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Frames, Window, journal_notes
@@ -278,6 +279,9 @@ class Engine:
         first = window.since.strftime("%Y-%m-%d") if window.since else None
         last = window.until.strftime("%Y-%m-%d") if window.until else None
         journals, listed = _journals_then_files(root, first, last)
+        remote = objstore.is_remote(root)
+        if remote:  # DuckDB reads the objects through pyarrow's S3 filesystem: no extension to download
+            objstore.register_duckdb(con)
         present, skipped = [], []
         for table, columns, ts in (
             ("messages", [*MESSAGE_COLUMNS, "object_kind"], "ts"),
@@ -288,7 +292,7 @@ class Engine:
             skipped += listed[table].foreign
             parts = []
             if files:
-                listed_sql = ", ".join(_quote(f) for f in files)
+                listed_sql = ", ".join(_quote(objstore.duckdb_path(f) if remote else f) for f in files)
                 scan = f"read_parquet([{listed_sql}], union_by_name = true)"
                 found = {r[0] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
                 select = ", ".join(c if c in found else f"NULL AS {c}" for c in columns)  # columns older files lack
