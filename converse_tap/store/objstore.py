@@ -86,6 +86,8 @@ def _filesystem(endpoint: str | None, region: str) -> pafs.S3FileSystem:
         "connect_timeout": 5,
         "request_timeout": 30,
         "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=2),
+        "allow_delayed_open": True,  # a small file goes up in one PutObject when it is closed
+        "background_writes": False,  # an upload that fails, fails in the call that writes it
     }
     if endpoint:
         split = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")

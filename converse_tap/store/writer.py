@@ -54,6 +54,7 @@ class WriterStats:
     files: int = 0
     flush_failures: int = 0
     rows_rolled: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TABLES, 0))  # into Parquet files
+    roll_failures: int = 0  # roll-overs (uploads) that failed: their journals wait
 
 
 class _Journal:
@@ -366,7 +367,7 @@ class DatasetWriter:
             if not paths:
                 continue
             self._forget_vanished(table)
-            if not paths:
+            if not paths or failed:  # the storage failed for one table: the others wait for the same retry
                 continue
             stem = self._stems.get(table) or f"{int(time.time() * 1000)}-{self.id}-{self._rolled}"
             try:
@@ -380,6 +381,7 @@ class DatasetWriter:
                 paths.clear()
                 self._stems.pop(table, None)
             except OSError as e:  # the journals stay, and recovery will pick them up
+                self.stats.roll_failures += 1
                 if self.remote:
                     self._stems[table] = stem
                     failed = True

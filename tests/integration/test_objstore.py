@@ -21,10 +21,12 @@ import pytest
 
 from converse_tap.store import objstore
 from converse_tap.store.reader import read_journals, read_table, table_files
+from converse_tap.store.writer import DatasetWriter
 from tests.captures import write_capture
 from tests.cli_helpers import invoke
 from tests.integration.procs import Canned, Proc, mitmdump
 from tests.integration.test_proxy import BODY, HEADERS
+from tests.store.test_writer import extraction
 
 pytestmark = pytest.mark.integration
 MOTO = Path(sys.executable).with_name("moto_server")
@@ -218,5 +220,42 @@ def test_recover_after_a_kill_while_the_endpoint_is_down(monkeypatch: pytest.Mon
         ids = read_table(url, "exchanges", columns=["exchange_id"])["exchange_id"].to_pylist()
         assert len(ids) == n == len(set(ids))
         assert table_files(url, "exchanges").files and not table_files(url, "exchanges").foreign
+    finally:
+        server.stop()
+
+
+def test_a_failed_upload_waits_in_its_journals_and_is_retried_with_backoff(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The writer's roll-over while the endpoint is down keeps the journals and retries on its own once the
+    endpoint answers again: every row uploaded once, the journals then removed."""
+    server = Moto().start()
+    try:
+        _aws_env(monkeypatch, tmp_path, server)
+        server.make_bucket("retry")
+        url, journals = "s3://retry/d", tmp_path / "journals"
+        w = DatasetWriter(url, flush_interval=0.01, rollover_rows=4, journal_dir=journals)
+        w.start(thread=False)
+        server.stop()
+        day1, day2 = 1_795_000_000.0, 1_795_000_000.0 + 86_400  # two date partitions: two objects per table
+        for i in range(6):
+            w.write(extraction(i, ts=day1 if i < 3 else day2))
+        deadline = time.monotonic() + 10
+        while w.stats.roll_failures == 0 and time.monotonic() < deadline:
+            w.poll()
+            time.sleep(0.01)
+        assert w.stats.roll_failures > 0 and w.stats.files == 0
+        assert _journaled(journals) == 6  # the rows wait
+        server.start()
+        server.make_bucket("retry")
+        while w.stats.rows_rolled["exchanges"] < 6 and time.monotonic() < deadline + 10:
+            w.poll()  # the retry comes 1 s after the failure
+            time.sleep(0.02)
+        assert w.stats.rows_rolled["exchanges"] == 6
+        w.write(extraction(6, ts=day2))
+        w.close()
+        ids = read_table(url, "exchanges", columns=["exchange_id"])["exchange_id"].to_pylist()
+        assert len(ids) == 7 == len(set(ids)) and w.stats.rows_dropped == 0
+        assert not list(journals.rglob("*.arrows"))
     finally:
         server.stop()
