@@ -130,7 +130,12 @@ def test_ingest_into_s3_reads_back_as_the_local_dataset(s3: str, tmp_path: Path)
     assert on_s3.exit_code == 0, on_s3.output
     assert _without_location(json.loads(on_s3.stdout)) == _without_location(json.loads(on_disk.stdout))
 
-    for args in (["agents", "--format", "json"], ["check", "--max-unanswered-share", "0.99", "--format", "json"]):
+    q = "SELECT agent, count(*) AS n FROM exchanges GROUP BY agent ORDER BY agent"
+    for args in (
+        ["agents", "--format", "json"],
+        ["check", "--max-unanswered-share", "0.99", "--format", "json"],
+        ["sql", q, "--format", "json"],
+    ):
         a = invoke(args[0], s3, *args[1:])
         b = invoke(args[0], str(local), *args[1:])
         assert a.exit_code == b.exit_code and a.stdout.replace(s3, "D") == b.stdout.replace(str(local), "D")
@@ -144,6 +149,10 @@ def test_a_missing_bucket_or_a_bad_address_is_a_clear_error(s3: str) -> None:
     assert r.exit_code == 2 and "s3://BUCKET/PREFIX" in r.stderr
     r = invoke("report", s3)  # the bucket exists, the prefix holds nothing yet
     assert r.exit_code == 2 and "is not a converse-tap dataset" in r.stderr
+    r = invoke("record", "--out", gone, "--listen-port", "0")
+    assert r.exit_code == 2 and "cannot write the dataset to --out" in r.stderr and "Traceback" not in r.output
+    r = invoke("ingest", __file__, "--out", "s3://b/a/../c")
+    assert r.exit_code == 2 and "'..' segment" in r.stderr
 
 
 def _post(proxy: str, url: str, n: int) -> None:
