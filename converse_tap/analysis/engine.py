@@ -285,7 +285,7 @@ class Engine:
         first = window.since.strftime("%Y-%m-%d") if window.since else None
         last = window.until.strftime("%Y-%m-%d") if window.until else None
         journals, listed = _journals_then_files(root, first, last)
-        if objstore.is_remote(root):  # DuckDB reads the objects through pyarrow's S3 filesystem: no extension to download
+        if objstore.is_remote(root):  # read through pyarrow's S3 filesystem: no DuckDB extension to download
             objstore.register_duckdb(con)
         present, skipped = [], []
         for table, columns, ts in (
