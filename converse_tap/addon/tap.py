@@ -194,7 +194,7 @@ class ConverseTap:
             raise exceptions.OptionsError(
                 f"converse-tap: {e}".replace("use --text", "use --set converse_tap_text=")
             ) from e
-        except OSError as e:
+        except (OSError, ValueError) as e:  # ValueError: an s3:// address that is not one
             raise exceptions.OptionsError(
                 f"converse-tap cannot write its dataset to {root}: {e}. "
                 "Choose another directory with --set converse_tap_dir=DIR."

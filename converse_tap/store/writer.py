@@ -190,6 +190,17 @@ class DatasetWriter:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+        waiting = sum(self._journal_rows.get(p, 0) for paths in self._journal_files.values() for p in paths)
+        if self.remote and waiting:
+            log.error(
+                "converse-tap: %d rows could not be uploaded to %s; they wait in %s for "
+                "`converse-tap recover %s --journal-dir %s`",
+                waiting,
+                self.root,
+                self.dir,
+                self.root,
+                self.local,
+            )
         if not any(self._pending.values()) and not any(self._journal_files.values()):  # else: for `recover`
             shutil.rmtree(self.dir, ignore_errors=True)
             with contextlib.suppress(OSError):  # only when no other writer shares the dataset
