@@ -162,7 +162,7 @@ class _Share:
     """What one process ingests, and what it reports back (picklable)."""
 
     parts: list[Part]
-    out: Path
+    out: str | Path  # a directory, or s3://BUCKET/PREFIX
     policy: TextPolicy
     max_body: int
     known: np.ndarray
@@ -170,6 +170,7 @@ class _Share:
     before: list[Part] = field(default_factory=list)  # flow-file parts of earlier shares: their ids are taken
     result: IngestResult = field(default_factory=IngestResult)
     slot: int = -1
+    journal_dir: Path | None = None  # local journals of a dataset on object storage (None: its default folder)
 
 
 _PROGRESS: Any = None  # shared counters of a worker process: bytes read, flows, per share
@@ -279,6 +280,7 @@ class _Run:
                 rollover_rows=ROLLOVER_ROWS,
                 rollover_seconds=24 * 3600,
                 rollover_bytes=ROLLOVER_BYTES,
+                journal_dir=self.share.journal_dir,
             )
             self.writer.start(thread=False)
         self.writer.write(extraction)
@@ -341,13 +343,14 @@ Progress = Callable[[int, int, int], None]  # (bytes read, bytes in all, flows r
 
 def ingest(
     paths: list[Path],
-    out: Path,
+    out: str | Path,
     policy: TextPolicy,
     max_body: int = DEFAULT_MAX_BODY,
     progress: Progress | None = None,
     jobs: int = 1,
     part_bytes: int = PART_BYTES,
     redaction: Redaction = NO_OPERATOR_PATTERNS,
+    journal_dir: Path | None = None,
 ) -> IngestResult:
     """Extract every file into `out`, skipping exchanges already there. A damaged file is reported (everything
     readable before the damage is kept) and the rest still ingested; a file that is not a capture is reported
@@ -368,13 +371,14 @@ def ingest(
     known = dataset_ids(out)
     groups = plan(readable, kinds, jobs, part_bytes)
     if len(groups) == 1:
-        share = _Share(groups[0], out, policy, max_body, known, redaction)
+        share = _Share(groups[0], out, policy, max_body, known, redaction, journal_dir=journal_dir)
         report = (lambda done, flows: progress(done, total, flows)) if progress is not None else None
         with _sigint_between_exchanges():
             _merge(result, _Run(share, report).run())
         return result
     with _sigint_between_exchanges():
-        return _parallel(groups, _Share([], out, policy, max_body, known, redaction), progress, total, result)
+        like = _Share([], out, policy, max_body, known, redaction, journal_dir=journal_dir)
+        return _parallel(groups, like, progress, total, result)
 
 
 def _parallel(

@@ -8,7 +8,7 @@ from pathlib import Path
 from .ingest import NOT_A_CAPTURE, NOT_STORED, IngestResult
 
 
-def report_lines(result: IngestResult, out: Path) -> list[tuple[str, str]]:
+def report_lines(result: IngestResult, out: str | Path) -> list[tuple[str, str]]:
     """What `converse-tap ingest` says about `result`: (level, text) pairs, level "info", "warning" or "error"."""
     lines: list[tuple[str, str]] = []
     if result.not_stored:
@@ -53,9 +53,15 @@ def report_lines(result: IngestResult, out: Path) -> list[tuple[str, str]]:
     return lines
 
 
-def forget_dataset(out: Path) -> None:
+def forget_dataset(out: str | Path) -> None:
     """Remove a dataset directory this ingest created and wrote nothing into (its salt, empty folders)."""
+    from .store import objstore
     from .store.files import SALT_FILE, TEXT_POLICY_FILE
+
+    if objstore.is_remote(out):  # only the metadata objects: object storage has no folders to leave behind
+        objstore.delete_quietly(objstore.parse(str(out)), (SALT_FILE, TEXT_POLICY_FILE))
+        return
+    out = Path(out)
 
     for name in (SALT_FILE, TEXT_POLICY_FILE):  # the policy claimed for a dataset that holds nothing
         with contextlib.suppress(OSError):

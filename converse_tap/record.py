@@ -6,7 +6,6 @@ import asyncio
 import errno
 import logging
 import signal
-from pathlib import Path
 from typing import Any
 
 from mitmproxy import exceptions, options
@@ -14,6 +13,7 @@ from mitmproxy.tools.dump import DumpMaster
 
 from .a2a.redact import TEXT_POLICIES, install_log_redactor
 from .addon.tap import ConverseTap
+from .store import objstore
 from .store.files import claim_text_policy
 
 
@@ -82,7 +82,7 @@ async def run_proxy(settings: dict[str, Any], sets: list[str]) -> None:
             raise exceptions.OptionsError(
                 f"converse_tap_text must be one of {', '.join(TEXT_POLICIES)}, not {opts.converse_tap_text!r}"
             )
-        claim_text_policy(Path(opts.converse_tap_dir), opts.converse_tap_text)
+        claim_text_policy(objstore.location(opts.converse_tap_dir), opts.converse_tap_text)
         # configured here, with the final options: a bad setting raises now, before any traffic
         tap.configure(set(opts.keys()))
     except BaseException:

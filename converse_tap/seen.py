@@ -12,6 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .store import objstore
+
 _MERGE = 1 << 18  # recent ids held in a set before they are merged into the sorted array
 
 
@@ -53,16 +55,25 @@ class SeenIds:
         return self._sorted
 
 
-def dataset_ids(root: Path) -> np.ndarray:
+def dataset_ids(root: str | Path) -> np.ndarray:
     """Digests of the exchange ids of a dataset's Parquet files (an empty array for a new dataset)."""
-    folder = Path(root) / "exchanges"
-    files = sorted(str(p) for p in folder.rglob("*.parquet") if not p.name.startswith(".")) if folder.is_dir() else []
+    fs = None
+    if objstore.is_remote(root):
+        remote = objstore.parse(str(root))
+        fs = remote.fs
+        files = [i.path for i in objstore.list_files(remote, "exchanges") if i.path.endswith(".parquet")]
+    else:
+        folder = Path(root) / "exchanges"
+        files = (
+            sorted(str(p) for p in folder.rglob("*.parquet") if not p.name.startswith(".")) if folder.is_dir() else []
+        )
     if not files:
         return np.empty(0, dtype=np.uint64)
     out: list[np.ndarray] = []
     for path in files:
         try:  # a foreign file in the dataset is the report's business, not a reason to refuse an ingest
-            for batch in pq.ParquetFile(path).iter_batches(columns=["exchange_id"], batch_size=65536):
+            source = fs.open_input_file(path) if fs is not None else path
+            for batch in pq.ParquetFile(source).iter_batches(columns=["exchange_id"], batch_size=65536):
                 out.append(_digests(batch.column(0).to_pylist()))
         except (OSError, ValueError, KeyError, pa.ArrowException):
             continue

@@ -20,6 +20,7 @@ from mitmproxy.proxy.mode_specs import ReverseMode
 
 from ..a2a.classify import maybe_a2a
 from ..a2a.redact import TEXT_POLICIES, Redaction, install_log_redactor
+from ..store import objstore
 from ..store.files import TextPolicyConflict, check_writable, claim_text_policy, dataset_salt
 from .channel import Channel
 from .flows import PREFIX
@@ -64,7 +65,14 @@ class ConverseTap:
             "converse_tap_dir",
             str,
             "converse-tap-data",
-            "Directory of the Parquet dataset converse-tap writes.",
+            "Directory of the Parquet dataset converse-tap writes, or s3://BUCKET/PREFIX.",
+        )
+        loader.add_option(
+            "converse_tap_journal_dir",
+            str,
+            "",
+            "Local directory of the journals when converse_tap_dir is on s3:// (default: a folder named for the "
+            "dataset under ~/.cache/converse-tap/journals).",
         )
         loader.add_option(
             "converse_tap_text",
@@ -161,9 +169,10 @@ class ConverseTap:
             install_log_redactor(redaction=redaction)
         self.max_body = opts.converse_tap_max_body
         if self.channel is None or any(k.startswith("converse_tap_") for k in updated):
-            root = Path(opts.converse_tap_dir)
+            root = objstore.location(opts.converse_tap_dir)
             config = {
                 "dir": str(root),
+                "journal_dir": opts.converse_tap_journal_dir,
                 "text": opts.converse_tap_text,
                 "flush_interval": flush_interval,
                 "rollover_rows": opts.converse_tap_rollover_rows,
@@ -176,16 +185,20 @@ class ConverseTap:
             }
             self._open(root, config, opts.converse_tap_backlog)
 
-    def _open(self, root: Path, config: dict[str, Any], backlog: int) -> None:
+    def _open(self, root: str | Path, config: dict[str, Any], backlog: int) -> None:
         try:
             check_writable(root)
+            if objstore.is_remote(root):  # its journals are on local disk
+                check_writable(
+                    objstore.journal_root(root, Path(config["journal_dir"]) if config["journal_dir"] else None)
+                )
             claim_text_policy(root, config["text"])
             config["salt"] = dataset_salt(root).hex() if config["text"] == "hash" else ""
         except TextPolicyConflict as e:
             raise exceptions.OptionsError(
                 f"converse-tap: {e}".replace("use --text", "use --set converse_tap_text=")
             ) from e
-        except OSError as e:
+        except (OSError, ValueError) as e:  # ValueError: an s3:// address that is not one
             raise exceptions.OptionsError(
                 f"converse-tap cannot write its dataset to {root}: {e}. "
                 "Choose another directory with --set converse_tap_dir=DIR."

@@ -33,6 +33,7 @@ from ..a2a.inflate import Inflater, TooLarge, decoded_prefix
 from ..a2a.redact import Redaction, TextPolicy, install_log_redactor
 from ..a2a.sse import SseParser
 from ..export.live import LiveExport
+from ..store import objstore
 from ..store.writer import DatasetWriter, recover
 from .flows import PREFIX, _addr, _body
 from .summary import summary_lines
@@ -69,8 +70,9 @@ class Worker:
         self.policy = TextPolicy(config["text"], bytes.fromhex(config["salt"]))
         self.redaction = Redaction.from_patterns(config.get("redact") or None)
         install_log_redactor(redaction=self.redaction)
-        self.root = Path(config["dir"])
-        recovered = recover(self.root)
+        self.root = objstore.location(config["dir"])
+        journal_dir = Path(config["journal_dir"]) if config.get("journal_dir") else None
+        recovered = recover(self.root, journal_dir)
         if any(recovered.values()):
             log.info("converse-tap: recovered journals left by an earlier run: %s", recovered)
         self.writer = DatasetWriter(
@@ -79,6 +81,7 @@ class Worker:
             rollover_rows=config["rollover_rows"],
             rollover_seconds=config["rollover_seconds"],
             on_rows=self._on_rows,
+            journal_dir=journal_dir,
         )
         self.writer.start(thread=False)
         exports = config.get("otlp_endpoint") or config.get("metrics_listen")

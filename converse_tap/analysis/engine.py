@@ -24,6 +24,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..a2a.constants import TERMINAL_ROUTINE_STATUSES
+from ..store import objstore
 from ..store.reader import Journals, TableFiles, read_journals, table_files
 from ..store.schema import TABLES
 from .load import CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Frames, Window, journal_notes
@@ -172,6 +173,12 @@ def _quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+def _scan_names(root: str | Path, files: list[str]) -> list[str]:
+    """The names under which DuckDB reads a dataset's files: their paths, or on object storage the names its
+    pyarrow filesystem is registered under (objstore.register_duckdb)."""
+    return [objstore.duckdb_path(f) for f in files] if objstore.is_remote(root) else files
+
+
 def _window_sql(window: Window, ts_column: str) -> str:
     """The window as a predicate on rows; whole `date=` partitions outside it never reach the scan (`table_files`)."""
     parts = []
@@ -278,6 +285,8 @@ class Engine:
         first = window.since.strftime("%Y-%m-%d") if window.since else None
         last = window.until.strftime("%Y-%m-%d") if window.until else None
         journals, listed = _journals_then_files(root, first, last)
+        if objstore.is_remote(root):  # read through pyarrow's S3 filesystem: no DuckDB extension to download
+            objstore.register_duckdb(con)
         present, skipped = [], []
         for table, columns, ts in (
             ("messages", [*MESSAGE_COLUMNS, "object_kind"], "ts"),
@@ -288,7 +297,7 @@ class Engine:
             skipped += listed[table].foreign
             parts = []
             if files:
-                listed_sql = ", ".join(_quote(f) for f in files)
+                listed_sql = ", ".join(_quote(f) for f in _scan_names(root, files))
                 scan = f"read_parquet([{listed_sql}], union_by_name = true)"
                 found = {r[0] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
                 select = ", ".join(c if c in found else f"NULL AS {c}" for c in columns)  # columns older files lack
@@ -571,7 +580,7 @@ def create_named_views(engine: Engine, window: Window | None = None, facts: tupl
         pending = engine.journals.tables.get(table, []) if engine.listed else []
         parts = []
         if files:
-            listed = ", ".join(_quote(f) for f in files)
+            listed = ", ".join(_quote(f) for f in _scan_names(engine.root, files))
             scan = f"read_parquet([{listed}], union_by_name = true)"
             found = {r[0] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
             select = ", ".join(c if c in found else f"NULL AS {c}" for c in schema.names)

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from ..store import objstore
 from ..store.reader import Journals, read_journals, read_table, table_files
 from ..store.schema import MESSAGES, PARTITION_TS, TABLES
 
@@ -79,7 +80,7 @@ class Frames:
 
 
 def _frame(
-    root: Path, table: str, columns: list[str], expr: ds.Expression | None, files: list[str], journals: Journals
+    root: str | Path, table: str, columns: list[str], expr: ds.Expression | None, files: list[str], journals: Journals
 ) -> pd.DataFrame:
     data = read_table(root, table, columns=columns, filter=expr, files=files)
     pending = journals.tables[table]
@@ -100,7 +101,7 @@ def load_frames(root: str | Path, window: Window | None = None, messages: bool =
     messages only: the metrics count replies, and user messages are most of a dataset's rows. With
     `messages=False` the messages frame is left empty (exchanges and cards only). Exchanges come once per
     exchange id; files that are not the dataset's are skipped and listed in `skipped`."""
-    root = Path(root)
+    root = root if objstore.is_remote(root) else Path(root)
     window = window or Window()
     first = window.since.strftime("%Y-%m-%d") if window.since else None
     last = window.until.strftime("%Y-%m-%d") if window.until else None

@@ -14,6 +14,9 @@ import click
 from ..a2a.redact import TEXT_POLICIES, TextPolicy
 from ..textsafe import safe_line
 from .guards import (
+    DATASET,
+    Dataset,
+    DatasetLocation,
     UsageError,
 )
 
@@ -36,7 +39,15 @@ def addon_path() -> None:
 
 
 @cli.command()
-@click.option("--out", "out", default="converse-tap-data", show_default=True, help="Dataset directory.")
+@click.option(
+    "--out", "out", default="converse-tap-data", show_default=True, help="Dataset directory, or s3://BUCKET/PREFIX."
+)
+@click.option(
+    "--journal-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="For an s3:// dataset: the local directory of its journals "
+    "(default: a folder named for the dataset under ~/.cache/converse-tap/journals).",
+)
 @click.option("--listen-host", default="127.0.0.1", show_default=True, help="Address the proxy listens on.")
 @click.option("--listen-port", default=8080, show_default=True, type=int, help="Port (0 picks a free one).")
 @click.option(
@@ -80,6 +91,7 @@ def record(
     metrics_listen: str | None,
     redact: tuple[str, ...],
     sets: tuple[str, ...],
+    journal_dir: Path | None,
 ) -> None:
     """Run a recording proxy: A2A traffic through it lands in a Parquet dataset.
 
@@ -103,12 +115,19 @@ def record(
         key, eq, _ = item.partition("=")
         if not eq or not key.strip():
             raise UsageError(f"--set takes KEY=VALUE, not {item!r} (e.g. --set ssl_insecure=true)")
-    root = Path(out)
-    created = not root.exists()
+    from ..store import objstore
+
+    try:
+        root = objstore.location(out)
+    except ValueError as e:
+        raise UsageError(f"--out: {e}") from e
+    created = isinstance(root, Path) and not root.exists()
     try:
         check_writable(root)
+        if objstore.is_remote(root):  # the journals stay on local disk
+            check_writable(objstore.journal_root(root, journal_dir))
         recorded = dataset_text_policy(root)
-    except OSError as e:
+    except (OSError, ValueError) as e:
         raise UsageError(f"cannot write the dataset to --out {out}: {e}") from e
     if recorded is not None and recorded != text:
         raise UsageError(str(TextPolicyConflict(root, recorded, text)))
@@ -121,13 +140,14 @@ def record(
         "converse_tap_otlp_endpoint": otlp_endpoint or "",
         "converse_tap_otlp_text": otlp_text,
         "converse_tap_metrics_listen": metrics_listen or "",
+        "converse_tap_journal_dir": str(journal_dir or ""),
     }
     if redact:
         settings["converse_tap_redact"] = list(redact)
     if modes:
         settings["mode"] = list(modes)
     try:
-        _run_recorder(settings, sets, root if created else None)
+        _run_recorder(settings, sets, root if isinstance(root, Path) and created else None)
     except TextPolicyConflict as e:
         raise UsageError(str(e)) from e
     except ListenError as e:
@@ -156,7 +176,17 @@ def _run_recorder(settings: dict[str, Any], sets: tuple[str, ...], created: Path
 @cli.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
-    "--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Dataset directory."
+    "--out",
+    "out",
+    required=True,
+    type=DatasetLocation(exists=False),
+    help="Dataset directory, or s3://BUCKET/PREFIX.",
+)
+@click.option(
+    "--journal-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="For an s3:// dataset: the local directory of its journals "
+    "(default: a folder named for the dataset under ~/.cache/converse-tap/journals).",
 )
 @click.option(
     "--text", type=click.Choice(TEXT_POLICIES), default="keep", show_default=True, help="Message text policy."
@@ -174,7 +204,14 @@ def _run_recorder(settings: dict[str, Any], sets: tuple[str, ...], created: Path
     help="Also redact what this regular expression matches in every stored URL (its groups only, if it has any); "
     "repeatable. Credentials in userinfo, JWTs, ;jsessionid= and secret query values are always redacted.",
 )
-def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None, redact: tuple[str, ...]) -> None:
+def ingest(
+    files: tuple[Path, ...],
+    out: Dataset,
+    journal_dir: Path | None,
+    text: str,
+    jobs: int | None,
+    redact: tuple[str, ...],
+) -> None:
     """Import mitmproxy flow files (mitmdump -w) and HAR files into a dataset.
 
     \b
@@ -189,7 +226,8 @@ def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None, reda
     from ..ingest_report import forget_dataset, report_lines
     from ..nopandas import without_pandas
     from ..progress import ProgressBar
-    from ..store.files import TextPolicyConflict, check_writable, claim_text_policy, dataset_salt
+    from ..store import objstore
+    from ..store.files import TextPolicyConflict, check_writable, claim_text_policy, dataset_salt, is_dataset
 
     try:
         redaction = Redaction.from_patterns(redact)
@@ -205,9 +243,11 @@ def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None, reda
         for err in unreadable:
             click.echo(safe_line(redaction.log_text(f"Error: {err}")), err=True)
         sys.exit(2)
-    existed = out.exists()
     try:
+        existed = is_dataset(out) if objstore.is_remote(out) else Path(out).exists()
         check_writable(out)
+        if objstore.is_remote(out):  # the journals stay on local disk
+            check_writable(objstore.journal_root(out, journal_dir))
         claim_text_policy(out, text)
         policy = TextPolicy(text, dataset_salt(out) if text == "hash" else b"")
     except TextPolicyConflict as e:
@@ -218,13 +258,19 @@ def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None, reda
     try:
         with without_pandas():
             result = run_ingest(
-                list(files), out, policy, progress=bar, jobs=jobs or min(os.cpu_count() or 1, 8), redaction=redaction
+                list(files),
+                out,
+                policy,
+                progress=bar,
+                jobs=jobs or min(os.cpu_count() or 1, 8),
+                redaction=redaction,
+                journal_dir=journal_dir,
             )
     finally:
         if bar is not None:
             bar.close()
     if not existed and result.exchanges == 0 and not result.write_error:
-        forget_dataset(out)  # nothing was read into it: leave nothing behind
+        forget_dataset(out)  # nothing was read into it: leave nothing behind (its metadata)
     for level, line in report_lines(result, out):
         prefix = "Error: " if level == "error" else "Warning: " if level == "warning" else ""
         click.echo(safe_line(redaction.log_text(prefix + line)), err=True)
@@ -235,13 +281,28 @@ def ingest(files: tuple[Path, ...], out: Path, text: str, jobs: int | None, reda
 
 
 @cli.command()
-@click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
-def recover(dataset: Path) -> None:
-    """Roll journals left by a proxy that died into Parquet files.
+@click.argument("dataset", type=DATASET)
+@click.option(
+    "--journal-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="For an s3:// dataset: the local directory of its journals "
+    "(default: a folder named for the dataset under ~/.cache/converse-tap/journals).",
+)
+def recover(dataset: Dataset, journal_dir: Path | None) -> None:
+    """Roll journals left by a proxy that died into Parquet files (for an s3:// dataset: upload them).
 
-    The proxy does this itself when it starts again; this command is for datasets you only read.
+    The proxy does this itself when it starts again; this command is for datasets you only read. Exit 1 when
+    some journals could not be uploaded: they are kept, run it again once the storage is reachable.
     """
     from ..store.writer import recover as run_recover
 
-    counts = run_recover(dataset)
+    errors: list[str] = []
+    counts = run_recover(dataset, journal_dir, errors)
     click.echo(", ".join(f"{n} {table} rows" for table, n in counts.items()) + " recovered", err=True)
+    if errors:
+        for error in errors:
+            click.echo(f"Error: not recovered: {error}", err=True)
+        click.echo(
+            "Error: the journals are kept; run `converse-tap recover` again once the storage is reachable", err=True
+        )
+        sys.exit(1)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from .guards import (
+    Dataset,
     UsageError,
     read_error,
 )
@@ -83,7 +83,7 @@ def _window(agents: tuple[str, ...], since: str | None, until: str | None) -> Wi
     return window
 
 
-def _load(dataset: Path, window: Window, error: type[click.ClickException] = click.ClickException) -> Frames:
+def _load(dataset: Dataset, window: Window, error: type[click.ClickException] = click.ClickException) -> Frames:
     from ..analysis.load import load_frames
 
     try:
@@ -102,7 +102,7 @@ def _skipped(files: list[tuple[str, str]], error: type[click.ClickException] | N
 
 
 def _report(
-    dataset: Path,
+    dataset: Dataset,
     window: Window,
     memory_limit: str | None,
     error: type[click.ClickException] = click.ClickException,

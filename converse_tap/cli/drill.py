@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from .common import UsageError, _window, window_options
+from .guards import DATASET, Dataset
 
 if TYPE_CHECKING:
     from ..analysis.engine import Engine
@@ -21,7 +21,7 @@ SQL_FORMATS = ("table", "csv", "json", "jsonl")
 TABLE_ROWS = 1000  # rows a terminal table shows; --format csv/json/jsonl stream every row
 
 
-def _open(dataset: Path, window: Window, memory_limit: str | None, facts: tuple[str, ...]) -> Engine:
+def _open(dataset: Dataset, window: Window, memory_limit: str | None, facts: tuple[str, ...]) -> Engine:
     import duckdb
 
     from ..analysis.drill import open_views
@@ -34,7 +34,7 @@ def _open(dataset: Path, window: Window, memory_limit: str | None, facts: tuple[
 
 
 @click.command("sql")
-@click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("dataset", type=DATASET)
 @click.argument("query")
 @click.option(
     "--format",
@@ -44,7 +44,7 @@ def _open(dataset: Path, window: Window, memory_limit: str | None, facts: tuple[
 )
 @window_options
 def sql_command(
-    dataset: Path,
+    dataset: Dataset,
     query: str,
     fmt: str | None,
     agents: tuple[str, ...],
@@ -111,7 +111,7 @@ def _table(reader: Any, out: Any) -> None:
 
 
 @click.command("show")
-@click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("dataset", type=DATASET)
 @click.argument("conversation")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option(
@@ -122,7 +122,7 @@ def _table(reader: Any, out: Any) -> None:
     help="Message text as recorded, or its SHA-256 (salted like the dataset's hash policy) to share safely.",
 )
 @click.option("--memory-limit", help="Memory the analysis may hold (DuckDB's limit, e.g. 500MB).")
-def show(dataset: Path, conversation: str, fmt: str, text: str, memory_limit: str | None) -> None:
+def show(dataset: Dataset, conversation: str, fmt: str, text: str, memory_limit: str | None) -> None:
     """Print one conversation as a transcript: each message in order with role, author, time and text, and each
     reply's envelope inline (coverage, ownership, routine and pending slots, invocation, citations).
 
@@ -149,7 +149,7 @@ def show(dataset: Path, conversation: str, fmt: str, text: str, memory_limit: st
 
 
 def check_examples(
-    dataset: Path, window: Window, memory_limit: str | None, failed: list[Outcome], n: int = 5
+    dataset: Dataset, window: Window, memory_limit: str | None, failed: list[Outcome], n: int = 5
 ) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """Up to `n` examples behind each failed threshold, keyed by (scope, metric)."""
     from ..analysis.drill import threshold_examples
@@ -163,7 +163,7 @@ def check_examples(
         engine.close()
 
 
-def example_lines(dataset: Path, found: list[dict[str, Any]]) -> list[str]:
+def example_lines(dataset: Dataset, found: list[dict[str, Any]]) -> list[str]:
     out = [
         f"    {e['conversation']}  {e['agent'] or '–'}  {(e['at'] or '')[:19]}  {e['key']}"
         + (f"  “{e['text']}”" if e["text"] else "")

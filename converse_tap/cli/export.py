@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from .guards import (
+    DATASET,
+    Dataset,
     UsageError,
 )
 
@@ -24,14 +25,14 @@ def export() -> None:
 
 
 @export.command("otlp")
-@click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("dataset", type=DATASET)
 @click.option("--endpoint", required=True, metavar="URL", help="OTLP/HTTP collector, e.g. http://127.0.0.1:4318.")
 @click.option("--agent", "agents", multiple=True, help="Only these agents (repeatable).")
 @click.option("--since", help="Only exchanges started at or after this UTC date/time (ISO 8601).")
 @click.option("--until", help="Only exchanges started before this UTC date/time; a bare date includes that day.")
 @click.option("--text", "text", is_flag=True, help="Put message text into spans (when the dataset kept it).")
 def export_otlp(
-    dataset: Path, endpoint: str, agents: tuple[str, ...], since: str | None, until: str | None, text: bool
+    dataset: Dataset, endpoint: str, agents: tuple[str, ...], since: str | None, until: str | None, text: bool
 ) -> None:
     """Send one span per recorded exchange, with its original times, to an OTLP/HTTP collector.
 

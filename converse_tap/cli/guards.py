@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,14 +19,49 @@ class UsageError(click.ClickException):
     exit_code = 2
 
 
-def check_source(dataset: Path, window: Window, memory_limit: str | None = None) -> None:
+Dataset = Path | str  # a dataset directory, or the text s3://BUCKET/PREFIX
+
+
+class DatasetLocation(click.ParamType):
+    """A dataset: an existing directory, or `s3://BUCKET/PREFIX` (object storage, configured the AWS way)."""
+
+    name = "DIR|s3://BUCKET/PREFIX"
+
+    def __init__(self, exists: bool = True) -> None:
+        self.exists = exists
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Dataset:
+        from ..store import objstore
+
+        if objstore.is_remote(value):
+            try:
+                objstore.parse(value)
+            except ValueError as e:
+                self.fail(str(e), param, ctx)
+            return str(value)
+        path: Path = click.Path(exists=self.exists, file_okay=False, path_type=Path).convert(value, param, ctx)
+        return path
+
+
+DATASET = DatasetLocation()
+
+
+def check_source(dataset: Dataset, window: Window, memory_limit: str | None = None) -> None:
     """Exit 2 when `dataset` is not a dataset, or when --agent names an agent the dataset never saw."""
     import duckdb
 
     from ..analysis.agents import dataset_agents
     from ..store.files import is_dataset
 
-    if not is_dataset(dataset):
+    try:
+        found = is_dataset(dataset)
+    except FileNotFoundError as e:
+        raise UsageError(f"{dataset} is not a converse-tap dataset: {e}") from e
+    except OSError as e:  # object storage that cannot be reached, a bucket that does not exist, no access
+        raise click.ClickException(
+            f"cannot read the dataset {dataset}: {first_line(e)} (check AWS_ENDPOINT_URL and the credentials)"
+        ) from e
+    if not found:
         raise UsageError(
             f"{dataset} is not a converse-tap dataset (no exchanges/, messages/, agent_cards/ or _journal/ in it): "
             "give the --out directory of `converse-tap record` or `converse-tap ingest`"
@@ -50,7 +85,7 @@ def first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
-def read_error(e: Exception, dataset: Path, error: type[click.ClickException]) -> click.ClickException:
+def read_error(e: Exception, dataset: Dataset, error: type[click.ClickException]) -> click.ClickException:
     """What a user reads when the analysis fails: in this CLI's options, never DuckDB's tuning advice."""
     import duckdb
 

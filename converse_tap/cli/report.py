@@ -11,8 +11,10 @@ import click
 
 from ..textsafe import safe_line
 from .guards import (
+    DATASET,
     MIN_OPTIONS,
     NOTHING_MEASURED,
+    Dataset,
     UsageError,
     check_output,
     check_source,
@@ -26,7 +28,7 @@ from .common import _duration, _fmt, _load, _report, _skipped, _window, window_o
 
 
 @cli.command()
-@click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("dataset", type=DATASET)
 @click.option(
     "--format",
     "fmt",
@@ -54,7 +56,7 @@ from .common import _duration, _fmt, _load, _report, _skipped, _window, window_o
     "(default: 0; 20 in HTML, where each count opens its examples and their transcripts).",
 )
 def report(
-    dataset: Path,
+    dataset: Dataset,
     fmt: str,
     output: Path | None,
     by: tuple[str, ...],
@@ -110,7 +112,7 @@ def report(
 
 
 @cli.command()
-@click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("dataset", type=DATASET)
 @click.option("--max-unanswered-share", type=click.FloatRange(0, 1), help="Fail above this share of unanswered turns.")
 @click.option("--min-answered-share", type=click.FloatRange(0, 1), help="Fail below this share of answered turns.")
 @click.option("--max-abandonment-rate", type=click.FloatRange(0, 1), help="Fail above this routine abandonment rate.")
@@ -150,7 +152,7 @@ def report(
     help="junit: JUnit XML for CI, one test case per threshold and agent.",
 )
 def check(
-    dataset: Path,
+    dataset: Dataset,
     max_unanswered_share: float | None,
     min_answered_share: float | None,
     max_abandonment_rate: float | None,
@@ -245,9 +247,9 @@ def _verdict(o: Any, allow_empty: bool = False) -> str:
 
 
 @cli.command()
-@click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("dataset", type=DATASET)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def agents(dataset: Path, fmt: str) -> None:
+def agents(dataset: Dataset, fmt: str) -> None:
     """List each agent seen: its card's converse declaration, MCP endpoint, and tools with their required inputs.
 
     \b

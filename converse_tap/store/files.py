@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from . import objstore
 from .schema import PARTITION_TS, TABLES, with_version
 
 JOURNAL_DIR = "_journal"
@@ -22,7 +23,7 @@ TEXT_POLICY_FILE = "_text_policy"
 class TextPolicyConflict(ValueError):
     """The dataset was written under another text policy: one dataset holds one policy."""
 
-    def __init__(self, root: Path, dataset_policy: str, wanted: str) -> None:
+    def __init__(self, root: str | Path, dataset_policy: str, wanted: str) -> None:
         self.root, self.dataset_policy, self.wanted = root, dataset_policy, wanted
         super().__init__(
             f"the dataset {root} holds message text under the {dataset_policy!r} policy, not {wanted!r}: "
@@ -45,8 +46,12 @@ def make_dir(path: Path) -> None:
         os.chmod(d, 0o700)
 
 
-def check_writable(root: Path) -> None:
+def check_writable(root: str | Path) -> None:
     """Raise OSError with a plain message when `root` cannot hold a dataset."""
+    if objstore.is_remote(root):
+        objstore.check_writable(objstore.parse(str(root)))
+        return
+    root = Path(root)
     if root.exists() and not root.is_dir():
         raise NotADirectoryError(f"{root} exists and is not a directory")
     make_dir(root)
@@ -65,8 +70,11 @@ def write_private(path: Path, text: str) -> None:
         f.write(text)
 
 
-def dataset_salt(root: Path) -> bytes:
+def dataset_salt(root: str | Path) -> bytes:
     """The per-dataset salt of the hash text policy, created once (owner-only) and shared by all writers."""
+    if objstore.is_remote(root):
+        return objstore.claim_once(objstore.parse(str(root)), SALT_FILE, secrets.token_hex(16)).encode()
+    root = Path(root)
     path = root / SALT_FILE
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -85,23 +93,36 @@ def dataset_salt(root: Path) -> bytes:
     return salt
 
 
-def is_dataset(root: Path) -> bool:
+def is_dataset(root: str | Path) -> bool:
     """Whether `root` holds anything a converse-tap writer makes: a table, journals, a salt, a text policy."""
+    if objstore.is_remote(root):
+        return objstore.exists_any(objstore.parse(str(root)), (*TABLES, SALT_FILE, TEXT_POLICY_FILE))
+    root = Path(root)
     return any((root / name).exists() for name in (*TABLES, JOURNAL_DIR, SALT_FILE, TEXT_POLICY_FILE))
 
 
-def dataset_text_policy(root: Path) -> str | None:
+def dataset_text_policy(root: str | Path) -> str | None:
     """The text policy the dataset's rows were written under (`keep`/`hash`/`drop`), None before its first writer."""
+    if objstore.is_remote(root):
+        return (objstore.read_text(objstore.parse(str(root)), TEXT_POLICY_FILE) or "").strip() or None
+    root = Path(root)
     try:
         return (root / TEXT_POLICY_FILE).read_text(encoding="ascii").strip() or None
     except FileNotFoundError:
         return None
 
 
-def claim_text_policy(root: Path, policy: str) -> None:
+def claim_text_policy(root: str | Path, policy: str) -> None:
     """Record `policy` as the dataset's text policy, or check it against the one recorded: every writer (the
     addon, ingest) calls this before it writes a row. Raises TextPolicyConflict when the dataset has another.
-    The file appears whole (written aside, then linked into place), so a concurrent reader never sees it empty."""
+    The file appears whole (written aside, then linked into place), so a concurrent reader never sees it empty.
+    On object storage the object is written once and read back (see objstore.claim_once)."""
+    if objstore.is_remote(root):
+        recorded: str | None = objstore.claim_once(objstore.parse(str(root)), TEXT_POLICY_FILE, policy)
+        if recorded != policy:
+            raise TextPolicyConflict(root, recorded or "?", policy)
+        return
+    root = Path(root)
     recorded = dataset_text_policy(root)
     if recorded is None:
         make_dir(root)
@@ -127,17 +148,26 @@ def writer_id() -> str:
     return f"{host}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
-def write_parquet(root: Path, table_name: str, table: pa.Table, stem: str) -> list[Path]:
-    """Write `table` into date partitions, each file under a dot-name first and renamed when complete."""
+def partitions(table_name: str, table: pa.Table) -> list[tuple[str, pa.Table]]:
+    """`table` cast to its schema (with the version) and split by the UTC date of its partition column."""
     if table.num_rows == 0:
         return []
     schema = with_version(TABLES[table_name])
     table = table.cast(TABLES[table_name]).replace_schema_metadata(schema.metadata)
     ts = table[PARTITION_TS[table_name]]
     dates = pc.fill_null(pc.strftime(ts, format="%Y-%m-%d"), time.strftime("%Y-%m-%d", time.gmtime()))
+    return [(date, table.filter(pc.equal(dates, date))) for date in pc.unique(dates).to_pylist()]
+
+
+def write_parquet(root: str | Path, table_name: str, table: pa.Table, stem: str) -> list[str]:
+    """Write `table` into date partitions, each file under a dot-name first and renamed when complete; on object
+    storage each file is uploaded whole (an object appears complete or not at all)."""
+    if objstore.is_remote(root):
+        parts = [(table_name, date, part) for date, part in partitions(table_name, table)]
+        return objstore.upload_parquet(objstore.parse(str(root)), parts, stem)
+    root = Path(root)
     written = []
-    for date in pc.unique(dates).to_pylist():
-        part = table.filter(pc.equal(dates, date))
+    for date, part in partitions(table_name, table):
         folder = root / table_name / f"date={date}"
         make_dir(folder)
         final = folder / f"part-{stem}.parquet"
@@ -154,7 +184,7 @@ def write_parquet(root: Path, table_name: str, table: pa.Table, stem: str) -> li
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, final)
-        written.append(final)
+        written.append(str(final))
     return written
 
 

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from . import objstore
 from .files import JOURNAL_DIR, read_journal
 from .schema import PARTITION_TS, TABLES
 
@@ -49,12 +50,18 @@ def _compatible(found: pa.DataType, expected: pa.DataType) -> bool:
 _EXPECTED = {table: {f.name: _plain(f.type) for f in schema} for table, schema in TABLES.items()}
 
 
-def foreign_reason(path: str | Path, table: str) -> str | None:
-    """Why the file at `path` is not a Parquet file of `table` (None when it is one)."""
+def foreign_reason(path: str | Path, table: str, remote: objstore.Remote | None = None) -> str | None:
+    """Why the file at `path` (an object of `remote`, when given) is not a Parquet file of `table` (None when it
+    is one)."""
     try:
-        if os.path.getsize(path) == 0:
+        if remote is not None:
+            if remote.fs.get_file_info(str(path)).size == 0:
+                return "an empty file"
+            schema = pq.read_schema(str(path), filesystem=remote.fs)
+        elif os.path.getsize(path) == 0:
             return "an empty file"
-        schema = pq.read_schema(path)
+        else:
+            schema = pq.read_schema(path)
     except (OSError, pa.ArrowException):
         return "not a Parquet file"
     expected = _EXPECTED[table]
@@ -79,6 +86,8 @@ def table_files(root: str | Path, table: str, first_day: str | None = None, last
     if table not in TABLES:
         raise ValueError(f"unknown table {table!r}; the tables are {', '.join(TABLES)}")
     out = TableFiles()
+    if objstore.is_remote(root):
+        return _remote_table_files(objstore.parse(str(root)), table, first_day, last_day)
     base = Path(root) / table
     if not base.is_dir():
         return out
@@ -102,6 +111,30 @@ def table_files(root: str | Path, table: str, first_day: str | None = None, last
     return out
 
 
+def _remote_table_files(remote: objstore.Remote, table: str, first_day: str | None, last_day: str | None) -> TableFiles:
+    """`table_files` on object storage: the files are pyarrow paths (`bucket/prefix/table/date=…/part-….parquet`);
+    foreign ones are named by their s3:// address."""
+    out = TableFiles()
+    base = remote.path(table) + "/"
+    for info in objstore.list_files(remote, table):
+        parts = info.path.removeprefix(base).split("/")
+        if parts[0].startswith(("_", ".")) or parts[-1].startswith(("_", ".")):
+            continue
+        where = objstore.SCHEME + info.path
+        if len(parts) == 1 or not parts[0].startswith("date="):
+            out.foreign.append((where, "not in a date= partition"))
+            continue
+        day = parts[0].removeprefix("date=")
+        if (first_day is not None and day < first_day) or (last_day is not None and day > last_day):
+            continue
+        reason = "a directory" if len(parts) > 2 else foreign_reason(info.path, table, remote)
+        if reason is None:
+            out.files.append(info.path)
+        else:
+            out.foreign.append((where, reason))
+    return out
+
+
 def table_dataset(root: str | Path, table: str, files: list[str] | None = None) -> ds.Dataset | None:
     """A pyarrow dataset over the table's readable files (`table_files`, or `files`), or None without any.
 
@@ -112,6 +145,16 @@ def table_dataset(root: str | Path, table: str, files: list[str] | None = None) 
     if not files:
         return None
     schema = TABLES[table].append(pa.field("date", pa.string()))
+    if objstore.is_remote(root):
+        remote = objstore.parse(str(root))
+        return ds.dataset(
+            files,
+            format="parquet",
+            partitioning=PARTITIONING,
+            partition_base_dir=remote.path(table),
+            schema=schema,
+            filesystem=remote.fs,
+        )
     return ds.dataset(
         files, format="parquet", partitioning=PARTITIONING, partition_base_dir=str(Path(root) / table), schema=schema
     )
@@ -178,9 +221,10 @@ def writer_alive(directory: Path) -> bool:
 
 
 def read_journals(root: str | Path) -> Journals:
-    """Every complete batch in `root/_journal/<writer>/<table>-*.arrows`, of live and of dead writers."""
+    """Every complete batch in `root/_journal/<writer>/<table>-*.arrows`, of live and of dead writers (for a
+    dataset on object storage: those in its default local journal folder, objstore.default_journal_dir)."""
     out = Journals()
-    base = Path(root) / JOURNAL_DIR
+    base = objstore.journal_root(root) / JOURNAL_DIR
     if not base.is_dir():
         return out
     for d in sorted(base.iterdir()):

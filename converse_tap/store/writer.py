@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..a2a.extract import Extraction
+from . import objstore
 from .files import JOURNAL_DIR, make_dir, read_journal, write_parquet, writer_id
 from .schema import TABLES
 
@@ -53,6 +54,7 @@ class WriterStats:
     files: int = 0
     flush_failures: int = 0
     rows_rolled: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TABLES, 0))  # into Parquet files
+    roll_failures: int = 0  # roll-overs (uploads) that failed: their journals wait
 
 
 class _Journal:
@@ -79,7 +81,10 @@ class _Journal:
 
 
 class DatasetWriter:
-    """Owns one journal directory in `root/_journal/<id>/`, locked for as long as this writer lives.
+    """Owns one journal directory in `root/_journal/<id>/`, locked for as long as this writer lives. For a dataset
+    on object storage (`s3://…`), the journals are in `journal_dir/_journal/<id>/` on local disk (by default a
+    folder named for the dataset, objstore.default_journal_dir) and each rolled file is uploaded whole; an upload
+    that fails keeps its journals and is retried with backoff (1 s doubling to 60 s), under the same file name.
 
     `submit` is safe from any thread, never blocks and never wakes the worker: the worker thread wakes every
     `flush_interval` seconds, runs the extraction jobs queued since, appends their rows to the journals, and
@@ -91,15 +96,18 @@ class DatasetWriter:
 
     def __init__(
         self,
-        root: Path,
+        root: str | Path,
         flush_interval: float = 1.0,
         rollover_rows: int = 250_000,
         rollover_seconds: float = 300.0,
         max_pending_rows: int = 500_000,
         on_rows: Callable[[Extraction], None] | None = None,
         rollover_bytes: int | None = None,
+        journal_dir: Path | None = None,
     ) -> None:
-        self.root = Path(root)
+        self.remote = objstore.is_remote(root)
+        self.root: str | Path = str(root) if self.remote else Path(root)
+        self.local = objstore.journal_root(root, journal_dir)  # where the journals are: the dataset, or local disk
         self.flush_interval = flush_interval
         self.rollover_rows = rollover_rows
         self.rollover_seconds = rollover_seconds
@@ -107,7 +115,10 @@ class DatasetWriter:
         self.max_pending_rows = max_pending_rows
         self.on_rows = on_rows
         self.id = writer_id()
-        self.dir = self.root / JOURNAL_DIR / self.id
+        self.dir = self.local / JOURNAL_DIR / self.id
+        self._stems: dict[str, str] = {}  # a failed upload's file name, reused by its retry: overwritten, not doubled
+        self._retry_at: float | None = None
+        self._retry_delay = 0.0
         self.stats = WriterStats()
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._wake = threading.Event()  # set by flush and close; submit leaves the thread asleep
@@ -179,6 +190,17 @@ class DatasetWriter:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+        waiting = sum(self._journal_rows.get(p, 0) for paths in self._journal_files.values() for p in paths)
+        if self.remote and waiting:
+            log.error(
+                "converse-tap: %d rows could not be uploaded to %s; they wait in %s for "
+                "`converse-tap recover %s --journal-dir %s`",
+                waiting,
+                self.root,
+                self.dir,
+                self.root,
+                self.local,
+            )
         if not any(self._pending.values()) and not any(self._journal_files.values()):  # else: for `recover`
             shutil.rmtree(self.dir, ignore_errors=True)
             with contextlib.suppress(OSError):  # only when no other writer shares the dataset
@@ -342,9 +364,12 @@ class DatasetWriter:
         journal_bytes = sum(j.file.tell() for j in self._journals.values()) if self.rollover_bytes else 0
         if rows > 0 and self.rollover_bytes and journal_bytes >= self.rollover_bytes:
             return True
+        if self._retry_at is not None and time.monotonic() >= self._retry_at:
+            return True  # journals whose upload failed, due for another attempt
         return rows >= self.rollover_rows or (rows > 0 and time.monotonic() - self._last_roll >= self.rollover_seconds)
 
     def _rollover(self) -> None:
+        failed = False
         journals, self._journals = self._journals, {}
         for journal in journals.values():
             with contextlib.suppress(OSError):
@@ -353,24 +378,35 @@ class DatasetWriter:
             if not paths:
                 continue
             self._forget_vanished(table)
-            if not paths:
+            if not paths or failed:  # the storage failed for one table: the others wait for the same retry
                 continue
+            stem = self._stems.get(table) or f"{int(time.time() * 1000)}-{self.id}-{self._rolled}"
             try:
                 data = _read_all(paths)
                 if data is not None:
-                    stem = f"{int(time.time() * 1000)}-{self.id}-{self._rolled}"
                     self.stats.files += len(write_parquet(self.root, table, data, stem))
                     self.stats.rows_rolled[table] += data.num_rows
                 for path in paths:
                     path.unlink(missing_ok=True)
                     self._journal_rows.pop(path, None)
                 paths.clear()
+                self._stems.pop(table, None)
             except OSError as e:  # the journals stay, and recovery will pick them up
+                self.stats.roll_failures += 1
+                if self.remote:
+                    self._stems[table] = stem
+                    failed = True
                 log.error(
-                    "converse-tap: cannot roll %s journals into Parquet (%s); they will be recovered",
+                    "converse-tap: cannot roll %s journals into Parquet (%s); %s",
                     table,
                     e,
+                    "the upload is retried" if self.remote else "they will be recovered",
                 )
+        if failed:
+            self._retry_delay = min(max(1.0, self._retry_delay * 2), 60.0)
+            self._retry_at = time.monotonic() + self._retry_delay
+        else:
+            self._retry_at, self._retry_delay = None, 0.0
         self._rolled += 1
         self._last_roll = time.monotonic()
 
@@ -445,10 +481,13 @@ def _escape(text: str) -> str:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def recover(root: Path) -> dict[str, int]:
-    """Roll journals left by writers that died into Parquet. Journals of live writers are left alone."""
+def recover(root: str | Path, journal_dir: Path | None = None, errors: list[str] | None = None) -> dict[str, int]:
+    """Roll journals left by writers that died into Parquet (on object storage: upload them; the journals are in
+    `journal_dir`, by default objstore.default_journal_dir). Journals of live writers are left alone. A table whose
+    upload fails keeps its journals for the next recovery and is named in `errors`."""
     recovered = dict.fromkeys(TABLES, 0)
-    base = Path(root) / JOURNAL_DIR
+    remote = objstore.is_remote(root)
+    base = objstore.journal_root(root, journal_dir) / JOURNAL_DIR
     if not base.is_dir():
         return recovered
     for d in sorted(base.iterdir()):
@@ -464,15 +503,27 @@ def recover(root: Path) -> dict[str, int]:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue  # its writer is alive
+            kept = False
             for table in TABLES:
                 paths = sorted(d.glob(f"{table}-*.arrows"))
                 data = _read_all(paths)
                 if data is not None and data.num_rows:
-                    write_parquet(Path(root), table, data, f"{int(time.time() * 1000)}-{d.name}-recovered")
+                    target = str(root) if remote else Path(root)
+                    try:
+                        write_parquet(target, table, data, f"{int(time.time() * 1000)}-{d.name}-recovered")
+                    except OSError as e:
+                        if not remote:
+                            raise
+                        kept = True
+                        log.error("converse-tap: cannot recover %s journals of %s (%s); they are kept", table, d, e)
+                        if errors is not None:
+                            errors.append(f"{data.num_rows} {table} rows in {d}: {e}")
+                        continue
                     recovered[table] += data.num_rows
                 for path in paths:
                     path.unlink()
-            shutil.rmtree(d, ignore_errors=True)
+            if not kept:
+                shutil.rmtree(d, ignore_errors=True)
         finally:
             os.close(fd)
     return recovered
