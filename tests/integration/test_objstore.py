@@ -138,7 +138,8 @@ def test_ingest_into_s3_reads_back_as_the_local_dataset(s3: str, tmp_path: Path)
     ):
         a = invoke(args[0], s3, *args[1:])
         b = invoke(args[0], str(local), *args[1:])
-        assert a.exit_code == b.exit_code and a.stdout.replace(s3, "D") == b.stdout.replace(str(local), "D")
+        assert a.exit_code == b.exit_code and json.loads(a.stdout), (args, a.output)
+        assert a.stdout.replace(s3, "D") == b.stdout.replace(str(local), "D")
 
 
 def test_a_missing_bucket_or_a_bad_address_is_a_clear_error(s3: str) -> None:
