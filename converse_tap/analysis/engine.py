@@ -1,6 +1,6 @@
-"""The fact-building half of docs/metrics.md in SQL, run by DuckDB over the dataset's Parquet files out of core,
-or over frames already in memory (tests, notebooks). Sightings -> replies -> turns, conversations and routine
-instances are defined here once; the report asks for small aggregates and never holds a row per sighting.
+"""The engine that runs the facts of docs/metrics.md (their SQL is `facts_sql`): DuckDB over the dataset's Parquet
+files out of core, or over frames already in memory (tests, notebooks). The report asks it for small aggregates
+and never holds a row per sighting.
 
 DuckDB reads only the columns a query names, prunes `date=` partitions on `--since/--until`, and spills sorts
 and hash tables to a temporary directory beyond `memory_limit`, so the memory a report needs does not grow with
@@ -23,149 +23,31 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..a2a.constants import TERMINAL_ROUTINE_STATUSES
 from ..store.reader import Journals, TableFiles, read_journals, table_files
 from ..store.schema import TABLES
+from .facts_sql import (
+    ANOMALIES,
+    CITED,
+    CITED_TITLES,
+    DAY,
+    DETAIL_COLUMNS,
+    GROUP_KEYS,
+    INSTANCES,
+    KEYS,
+    LAST_VERDICTS,
+    ORDER,
+    REPLIES,
+    REPLY_COLUMNS,
+    REPLY_VALUES,
+    ROUTINE,
+    TURNS,
+    conversations_sql,
+)
+from .facts_sql import CONVERSATION_KEY as CONVERSATION_KEY  # re-exported: callers name it from here
+from .facts_sql import NONE as NONE
 from .load import CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Frames, Window, journal_notes
 
-NONE = "(none)"  # the key under which a missing value is counted
 DEFAULT_MEMORY_LIMIT = "500MB"  # with the rest of the process, a report stays under 1 GiB (performance.md)
-
-# Sightings are ordered by time, then by their position in the dataset (`pos`: file, then row; rows of one
-# exchange are written in order), so "first" and "last" sighting are exact even within one microsecond. The two
-# pack into one 128-bit sort key, which keeps the aggregates below scalar (no sort of whole rows).
-_NO_TIME = 9223372036854775807  # a sighting without a time sorts last
-_LOW64 = "18446744073709551615::HUGEINT"
-SORT_KEY = f"((coalesce(epoch_us({{ts}}), {_NO_TIME})::HUGEINT << 64) + {{pos}})"
-# replies in first-sighting order; first_pos (the position of the first sighting) is unique per reply
-ORDER = "first_seen ASC NULLS LAST, first_pos ASC"
-
-# the columns of a reply: its last sighting's values, plus when and where it was first seen
-REPLY_VALUES = [
-    "agent", "message_id", "context_id", "task_id", "author", "coverage_availability", "coverage",
-    "coverage_reason", "originating_turn_id", "ownership_state", "ownership_suppressed", "routine_tool_name",
-    "routine_name", "routine_status", "pending_input", "invocation_tool_name", "invocation_outcome", "citations",
-    "citation_count",
-]  # fmt: skip
-REPLY_COLUMNS = ["reply_key", "conversation", "first_seen", "first_pos", "ts", "exchange_id", *REPLY_VALUES]
-# what the facts read: the table `replies` holds these (and `last_pos`, where its last sighting is); the other
-# columns of a reply are fetched from that sighting only when a caller asks for whole replies
-DETAIL_COLUMNS = ["ts", "exchange_id", "message_id", "context_id", "task_id"]
-FACT_COLUMNS = [c for c in REPLY_COLUMNS if c not in DETAIL_COLUMNS]
-_TERMINAL = ", ".join(f"'{s}'" for s in sorted(TERMINAL_ROUTINE_STATUSES))
-
-REPLY_KEY = "coalesce(message_id, 'sighting:' || exchange_id || ':' || seq)"
-FIRST_SK = SORT_KEY.format(ts="first_seen", pos="first_pos")  # a reply's first sighting as one sort key
-# One pass over the agent messages: per distinct message, whether any sighting carried the envelope (adoption),
-# and of its sightings with the envelope the first (time and position) and the last (position).
-KEYS = f"""
-SELECT bool_or(coalesce(has_envelope, false)) AS carried,
-       min(ts) FILTER (WHERE has_envelope) AS first_seen,
-       (min({SORT_KEY.format(ts="ts", pos="pos")}) FILTER (WHERE has_envelope) & {_LOW64})::BIGINT AS first_pos,
-       (max({SORT_KEY.format(ts="ts", pos="pos")}) FILTER (WHERE has_envelope) & {_LOW64})::BIGINT AS last_pos
-FROM sightings GROUP BY {REPLY_KEY}
-"""
-REPLIES = f"""
-SELECT {REPLY_KEY} AS reply_key, coalesce(context_id, task_id, 'exchange:' || exchange_id) AS conversation,
-       k.first_seen, k.first_pos, k.last_pos, {", ".join(c for c in REPLY_VALUES if c not in DETAIL_COLUMNS)}
-FROM sightings JOIN (SELECT * FROM message_keys WHERE carried) k ON sightings.pos = k.last_pos
-"""
-
-# the turn of each reply that carries answerCoverage, and whether its verdict is the turn's last one
-TURN_ID = "coalesce(originating_turn_id, reply_key)"
-HAS_VERDICT = """(coverage_availability IS NOT NULL OR coverage IS NOT NULL OR coverage_reason IS NOT NULL
-       OR originating_turn_id IS NOT NULL)"""
-LAST_VERDICTS = f"""
-SELECT (max({FIRST_SK}) & {_LOW64})::BIGINT AS first_pos FROM replies WHERE {HAS_VERDICT}
-GROUP BY agent, {TURN_ID}
-"""
-TURNS = f"SELECT r.*, {TURN_ID} AS turn_id FROM replies r SEMI JOIN last_verdicts USING (first_pos)"
-
-DAY = f"coalesce(strftime(first_seen, '%Y-%m-%d'), '{NONE}')"
-ROUTINE = f"coalesce(routine_name, routine_tool_name, '{NONE}')"
-GROUP_KEYS = {"all": "'all'", "agent": f"coalesce(agent, '{NONE}')", "day": DAY, "routine": ROUTINE}
-
-
-def conversations_sql(group: str = "'all'") -> str:
-    """Per conversation (within a group key `g`): replies, human replies, suppressed turns, ownership changes."""
-    return f"""
-SELECT g, agent, conversation, count(*) AS replies,
-       count(*) FILTER (WHERE author = 'human') AS human_replies,
-       count(*) FILTER (WHERE ownership_suppressed) AS suppressed_turns,
-       count(*) FILTER (WHERE prev_owner = 'ai_owned' AND ownership_state = 'human_owned') AS handoffs_to_human,
-       count(*) FILTER (WHERE prev_owner = 'human_owned' AND ownership_state = 'ai_owned') AS handbacks_to_agent,
-       min(first_seen) AS first_seen, max(first_seen) AS last_seen
-FROM (
-    SELECT {group} AS g, agent, conversation, author, ownership_suppressed, ownership_state, first_seen,
-           CASE WHEN ownership_state IS NOT NULL THEN lag(ownership_state IGNORE NULLS) OVER (
-               PARTITION BY {group}, agent, conversation ORDER BY {ORDER}) END AS prev_owner
-    FROM replies
-)
-GROUP BY g, agent, conversation
-"""
-
-
-INSTANCES = f"""
-WITH statuses AS (
-    SELECT agent, conversation, first_seen, first_pos, routine_tool_name, routine_status, pending_input,
-           coalesce(routine_name, routine_tool_name) AS routine FROM replies
-    WHERE routine_status IS NOT NULL AND coalesce(routine_name, routine_tool_name) IS NOT NULL
-), numbered AS (
-    SELECT *, 1 + coalesce(sum(CASE WHEN routine_status IN ({_TERMINAL}) THEN 1 ELSE 0 END) OVER (
-        PARTITION BY agent, conversation, routine ORDER BY {ORDER}
-        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS instance
-    FROM statuses
-), paired AS (
-    SELECT *, lag(pending_input) OVER (PARTITION BY agent, conversation, routine, instance ORDER BY {ORDER})
-        AS prev_pending, {FIRST_SK} AS sk
-    FROM numbered
-)
-SELECT agent, conversation, routine, instance,
-       arg_min(routine_tool_name, sk) AS tool_name,
-       count(*) AS turns,
-       min(first_seen) AS started,
-       max(first_seen) AS last_seen,
-       arg_max(routine_status, sk) AS last_status,
-       -- of an abandoned instance: the required slots still pending at the status before the abandonment
-       CASE WHEN arg_max(routine_status, sk) = 'abandoned' THEN coalesce(list_transform(
-           list_filter(arg_max_null(prev_pending, sk), lambda slot: slot.required),
-           lambda slot: coalesce(slot.key, '{NONE}')), []) END AS abandoned_at
-FROM paired
-GROUP BY agent, conversation, routine, instance
-ORDER BY agent, conversation, routine, instance
-"""
-
-CITED = f"""
-SELECT agent, {DAY} AS day, {ROUTINE} AS routine, document_id, count(*) AS replies
-FROM (SELECT DISTINCT reply_key, agent, first_seen, routine_name, routine_tool_name,
-             coalesce(c.document_id, '{NONE}') AS document_id
-      FROM replies, unnest(citations) AS t(c))
-GROUP BY ALL
-"""
-
-CITED_TITLES = f"""
-SELECT coalesce(c.document_id, '{NONE}') AS document_id,
-       arg_max(c.title, {FIRST_SK}) AS title
-FROM replies, unnest(citations) AS t(c)
-GROUP BY 1
-"""
-
-ANOMALIES = f"""
-SELECT tbl AS "table", split_part(anomaly, ':', 1) AS code, count(*) AS count, min(anomaly) AS example
-FROM (
-    SELECT DISTINCT 'exchanges' AS tbl, exchange_id AS k, a AS anomaly
-    FROM (SELECT * FROM exchanges WHERE len(anomalies) > 0), unnest(anomalies) AS t(a)
-    UNION ALL
-    SELECT DISTINCT 'messages', coalesce(message_id, exchange_id || ':' || seq), a
-    FROM (SELECT * FROM sightings WHERE len(anomalies) > 0), unnest(anomalies) AS t(a)
-    UNION ALL
-    SELECT DISTINCT 'agent_cards', coalesce(agent, '{NONE}') || ':' || ts::VARCHAR, a
-    FROM (SELECT * FROM agent_cards WHERE len(anomalies) > 0), unnest(anomalies) AS t(a)
-)
-WHERE anomaly IS NOT NULL
-GROUP BY ALL
-ORDER BY count DESC, "table", code
-"""
 
 
 def _quote(value: str) -> str:
@@ -545,58 +427,3 @@ def engine_for(source: Frames | Engine) -> Iterator[Engine]:
         yield engine
     finally:
         engine.close()
-
-
-# Named views for drill-down (`converse-tap sql`, `show`, report and check examples) ------------------------------
-# Kept apart from the report's queries above: these only give the definitions above their names.
-
-STORED_VIEWS = ("exchanges", "messages", "agent_cards")
-FACT_VIEWS = ("replies", "turns", "conversations", "routine_instances")
-# the conversation a message belongs to, as REPLIES computes it for replies (tests check the two agree)
-CONVERSATION_KEY = "coalesce(context_id, task_id, 'exchange:' || exchange_id)"
-_STORED_TS = {"exchanges": "ts_start", "messages": "ts", "agent_cards": "ts"}
-
-
-def create_named_views(engine: Engine, window: Window | None = None, facts: tuple[str, ...] = FACT_VIEWS) -> None:
-    """Views named for the report's concepts on the engine's connection: the stored tables with every column
-    (schema `stored`, narrowed to the window like the report) and the facts in `facts`, built by the SQL above.
-    Unqualified names resolve to them afterwards (temporary facts first, then `stored`, then the engine's own)."""
-    window = window or Window()
-    con = engine.con
-    con.execute("CREATE SCHEMA IF NOT EXISTS stored")
-    for table in STORED_VIEWS:
-        schema = TABLES[table]
-        # the files and journals the engine read (the window's partitions, foreign files left out)
-        files = engine.listed[table].files if engine.listed else []
-        pending = engine.journals.tables.get(table, []) if engine.listed else []
-        parts = []
-        if files:
-            listed = ", ".join(_quote(f) for f in files)
-            scan = f"read_parquet([{listed}], union_by_name = true)"
-            found = {r[0] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
-            select = ", ".join(c if c in found else f"NULL AS {c}" for c in schema.names)
-            parts.append(f"SELECT {select} FROM {scan}")
-        if pending:
-            con.register(f"_{table}_all_journaled", _journaled(pending, table, list(schema.names), len(files)))
-            parts.append(f"SELECT {', '.join(schema.names)} FROM _{table}_all_journaled")
-        if not parts:
-            con.register(f"_{table}_all_empty", _arrow(pd.DataFrame(), table, list(schema.names)))
-            parts.append(f"SELECT * FROM _{table}_all_empty")
-        source = "(" + " UNION ALL BY NAME ".join(f"({p})" for p in parts) + ")"
-        where = _window_sql(window, _STORED_TS[table])
-        con.execute(f"CREATE OR REPLACE VIEW stored.{table} AS SELECT * FROM {source} WHERE {where}")
-    if set(facts) & {"replies", "turns", "conversations", "routine_instances"}:
-        engine.build("replies")
-        if "last_pos" in {r[0] for r in con.sql("DESCRIBE replies").fetchall()}:
-            # the facts' table holds what the report reads; a user's query sees whole replies (and turns)
-            con.execute(f"CREATE TEMP TABLE _replies_whole AS {engine._whole('replies')}")
-            con.execute("DROP TABLE replies")
-            con.execute("ALTER TABLE _replies_whole RENAME TO replies")
-    if "turns" in facts:
-        engine.build("turns")
-    if "conversations" in facts:
-        con.execute(f"CREATE OR REPLACE TEMP VIEW conversations AS SELECT * EXCLUDE (g) FROM ({conversations_sql()})")
-    if "routine_instances" in facts:
-        outcome = f"CASE WHEN last_status IN ({_TERMINAL}) THEN last_status ELSE 'open' END AS outcome"
-        con.execute(f"CREATE OR REPLACE TEMP VIEW routine_instances AS SELECT *, {outcome} FROM ({INSTANCES})")
-    con.execute("SET search_path = 'stored,main'")

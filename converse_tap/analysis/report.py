@@ -288,8 +288,8 @@ def drill_down(engine: Engine, window: Window, n: int, transcripts: bool) -> dic
     """{"examples": {breakdown: {value: [example]}}} and, with `transcripts`, {"transcripts": {id: transcript}}
     for every conversation named there. Runs over the engine's named views, then leaves its names as they were."""
     from .drill import examples
-    from .engine import create_named_views
     from .transcript import transcripts as read_transcripts
+    from .views import create_named_views
 
     create_named_views(engine, window)
     try:
