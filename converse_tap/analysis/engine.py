@@ -22,6 +22,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ..store.reader import Journals, TableFiles, read_journals, table_files
 from ..store.schema import TABLES
@@ -42,12 +43,16 @@ from .facts_sql import (
     ROUTINE,
     TURNS,
     conversations_sql,
+    replies_sql,
 )
 from .facts_sql import CONVERSATION_KEY as CONVERSATION_KEY  # re-exported: callers name it from here
 from .facts_sql import NONE as NONE
 from .load import CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Frames, Window, journal_notes
 
 DEFAULT_MEMORY_LIMIT = "500MB"  # with the rest of the process, a report stays under 1 GiB (performance.md)
+# replies are built from runs of files of about this many message rows: the join of one run with its message keys
+# fits the default memory limit, so the time grows with the rows rather than with spilling (performance.md)
+CHUNK_ROWS = 10_000_000
 
 
 def _quote(value: str) -> str:
@@ -64,6 +69,30 @@ def _window_sql(window: Window, ts_column: str) -> str:
     if window.until is not None:
         parts.append(f"{ts_column} < TIMESTAMPTZ {_quote(window.until.isoformat())}")
     return " AND ".join(parts) or "TRUE"
+
+
+def _scan_sql(con: duckdb.DuckDBPyConnection, files: list[str], columns: list[str], first: int = 0) -> str:
+    """The columns of some of a table's files (the `first`-th file of the table and the ones after it), with
+    each row's position in the dataset: file, then row."""
+    listed = ", ".join(_quote(f) for f in files)
+    scan = f"read_parquet([{listed}], union_by_name = true)"
+    found = {r[0] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
+    select = ", ".join(c if c in found else f"NULL AS {c}" for c in columns)  # columns older files lack
+    return f"SELECT {select}, ((file_index::BIGINT + {first}) << 40) + file_row_number AS pos FROM {scan}"
+
+
+def _file_groups(files: list[str], chunk_rows: int) -> Iterator[tuple[list[str], int, int]]:
+    """Runs of consecutive files holding about `chunk_rows` rows each (a larger file is a run of its own):
+    (files, index of the first, index after the last)."""
+    start, rows = 0, 0
+    for i, f in enumerate(files):
+        n = pq.read_metadata(f).num_rows
+        if rows and rows + n > chunk_rows:
+            yield files[start:i], start, i
+            start, rows = i, 0
+        rows += n
+    if start < len(files):
+        yield files[start:], start, len(files)
 
 
 def _journals_then_files(
@@ -124,6 +153,8 @@ class Engine:
         self.listed: dict[str, TableFiles] = {}  # the Parquet files read, per table
         self._built: set[str] = set()
         self._messages: tuple[int, int] | None = None  # distinct agent messages, those with the envelope
+        # parts of the sightings (source, first position, end position) the replies are built from in turn
+        self._chunks: list[tuple[str, int, int | None]] = []
         # closed on close(), or when the engine is collected or the interpreter exits (a notebook may never close)
         self._finalizer = weakref.finalize(self, _release, con, spill)
 
@@ -152,15 +183,18 @@ class Engine:
         window: Window | None = None,
         memory_limit: str | None = DEFAULT_MEMORY_LIMIT,
         threads: int | None = None,
+        chunk_rows: int = CHUNK_ROWS,
     ) -> Engine:
         """Views over the Parquet files of `root` and the rows still in its journals, narrowed to the window
-        (pushed down to the scan). Files that are not the dataset's are skipped and listed in `skipped`."""
+        (pushed down to the scan). Files that are not the dataset's are skipped and listed in `skipped`.
+        The replies are built from runs of files of about `chunk_rows` message rows, one after the other."""
         window = window or Window()
         con, spill = cls._connect(memory_limit, threads)
         first = window.since.strftime("%Y-%m-%d") if window.since else None
         last = window.until.strftime("%Y-%m-%d") if window.until else None
         journals, listed = _journals_then_files(root, first, last)
         present, skipped = [], []
+        chunks: list[tuple[str, int, int | None]] = []
         for table, columns, ts in (
             ("messages", [*MESSAGE_COLUMNS, "object_kind"], "ts"),
             ("exchanges", EXCHANGE_COLUMNS, "ts_start"),
@@ -170,12 +204,7 @@ class Engine:
             skipped += listed[table].foreign
             parts = []
             if files:
-                listed_sql = ", ".join(_quote(f) for f in files)
-                scan = f"read_parquet([{listed_sql}], union_by_name = true)"
-                found = {r[0] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
-                select = ", ".join(c if c in found else f"NULL AS {c}" for c in columns)  # columns older files lack
-                pos = "(file_index::BIGINT << 40) + file_row_number"  # where in the dataset: file, row
-                parts.append(f"SELECT {select}, {pos} AS pos FROM {scan}")
+                parts.append(_scan_sql(con, files, columns))
             pending = journals.tables[table]
             if pending:  # after every file, in the order they were journaled
                 con.register(f"_{table}_journaled", _journaled(pending, table, columns, len(files)))
@@ -191,9 +220,17 @@ class Engine:
                 where += " AND role = 'agent' AND object_kind = 'message'"
             source = " UNION ALL BY NAME ".join(f"({p})" for p in parts)
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM ({source}) WHERE {where}")
+            if table == "messages" and files:
+                chunks = [
+                    (f"(SELECT * FROM ({_scan_sql(con, group, columns, lo)}) WHERE {where})", lo << 40, end << 40)
+                    for group, lo, end in _file_groups(files, chunk_rows)
+                ]
+                if pending:
+                    chunks.append((f"(SELECT * FROM _messages_journaled WHERE {where})", len(files) << 40, None))
         present = [t for t in TABLES if t in present]
         engine = cls(con, str(root), present, spill)
         engine.skipped, engine.journals, engine.listed = skipped, journals, listed
+        engine._chunks = chunks if len(chunks) > 1 else []
         return engine
 
     @classmethod
@@ -255,7 +292,12 @@ class Engine:
             self.build(first)
         sql = {"message_keys": KEYS, "replies": REPLIES, "last_verdicts": LAST_VERDICTS, "turns": TURNS}[what]
         kind = "VIEW" if what == "turns" else "TABLE"
-        self.con.execute(f"CREATE TEMP {kind} {what} AS {sql}")
+        if what == "replies" and self._chunks:  # one part at a time: the join's hash table stays in memory
+            for i, (source, low, high) in enumerate(self._chunks):
+                part = replies_sql(source, low, high)
+                self.con.execute(f"CREATE TEMP TABLE replies AS {part}" if i == 0 else f"INSERT INTO replies {part}")
+        else:
+            self.con.execute(f"CREATE TEMP {kind} {what} AS {sql}")
         self._built.add(what)
         if what == "replies" and "message_keys" in self._built:  # all it was for but adoption: count, then free
             self._messages = self._count_messages()

@@ -48,11 +48,20 @@ SELECT bool_or(coalesce(has_envelope, false)) AS carried,
        (max({SORT_KEY.format(ts="ts", pos="pos")}) FILTER (WHERE has_envelope) & {_LOW64})::BIGINT AS last_pos
 FROM sightings GROUP BY {REPLY_KEY}
 """
-REPLIES = f"""
+
+
+def replies_sql(source: str = "sightings", low: int | None = None, high: int | None = None) -> str:
+    """The replies whose last sighting is in `source` (a part of the sightings holding the positions
+    `low` <= pos < `high`): built part by part, each join's hash table holds the keys of one part only."""
+    bounds = "".join(f" AND k.last_pos {op} {int(v)}" for op, v in ((">=", low), ("<", high)) if v is not None)
+    return f"""
 SELECT {REPLY_KEY} AS reply_key, coalesce(context_id, task_id, 'exchange:' || exchange_id) AS conversation,
        k.first_seen, k.first_pos, k.last_pos, {", ".join(c for c in REPLY_VALUES if c not in DETAIL_COLUMNS)}
-FROM sightings JOIN (SELECT * FROM message_keys WHERE carried) k ON sightings.pos = k.last_pos
+FROM {source} s JOIN (SELECT * FROM message_keys k WHERE carried{bounds}) k ON s.pos = k.last_pos
 """
+
+
+REPLIES = replies_sql()
 
 # the turn of each reply that carries answerCoverage, and whether its verdict is the turn's last one
 TURN_ID = "coalesce(originating_turn_id, reply_key)"
