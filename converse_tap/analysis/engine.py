@@ -33,6 +33,7 @@ from .facts_sql import (
     DAY,
     DETAIL_COLUMNS,
     GROUP_KEYS,
+    INSTANCE_KEYS,
     INSTANCES,
     KEYS,
     LAST_VERDICTS,
@@ -42,8 +43,11 @@ from .facts_sql import (
     REPLY_VALUES,
     ROUTINE,
     TURNS,
+    abandoned_slots_sql,
     conversations_sql,
     replies_sql,
+    routine_counts_sql,
+    routine_middles_sql,
 )
 from .facts_sql import CONVERSATION_KEY as CONVERSATION_KEY  # re-exported: callers name it from here
 from .facts_sql import NONE as NONE
@@ -349,6 +353,30 @@ class Engine:
         frame = table.drop_columns(["abandoned_at"]).to_pandas()
         frame["abandoned_at"] = table.column("abandoned_at").to_pylist()  # lists, not numpy arrays
         return frame
+
+    def routine_facts(
+        self, groupings: tuple[str, ...], stale_after: pd.Timedelta | None
+    ) -> dict[str, tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]]:
+        """Per grouping (all, agent, day, routine): routine instances counted per key and routine (routine None:
+        all of the key's), the middle values of turns and durations of closed ones, and abandoned slots."""
+        self.build("replies")
+        now = self.last_reply_seen()
+        self.con.execute(
+            "CREATE OR REPLACE TEMP TABLE instance_facts AS SELECT agent, routine, started, last_seen, last_status,"
+            f" turns, abandoned_at FROM ({INSTANCES})"
+        )
+        now_us = None if now is None else now.value // 1000
+        stale_ns = None if stale_after is None else stale_after.value
+        out = {}
+        for g in groupings:
+            key = INSTANCE_KEYS[g]
+            out[g] = (
+                self.df(routine_counts_sql(key, now_us, stale_ns)),
+                self.df(routine_middles_sql(key)),
+                self.df(abandoned_slots_sql(key)),
+            )
+        self.con.execute("DROP TABLE instance_facts")
+        return out
 
     def drop_facts(self) -> None:
         """Free the materialised facts (the report's last query is done)."""

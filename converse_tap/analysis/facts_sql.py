@@ -102,15 +102,17 @@ WITH statuses AS (
     SELECT agent, conversation, first_seen, first_pos, routine_tool_name, routine_status, pending_input,
            coalesce(routine_name, routine_tool_name) AS routine FROM replies
     WHERE routine_status IS NOT NULL AND coalesce(routine_name, routine_tool_name) IS NOT NULL
-), numbered AS (
+), paired AS (
+    -- one window: the instance is 1 + the terminal statuses before this one; the status before this one is in
+    -- the same instance unless it was terminal
     SELECT *, 1 + coalesce(sum(CASE WHEN routine_status IN ({_TERMINAL}) THEN 1 ELSE 0 END) OVER (
         PARTITION BY agent, conversation, routine ORDER BY {ORDER}
-        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS instance
-    FROM statuses
-), paired AS (
-    SELECT *, lag(pending_input) OVER (PARTITION BY agent, conversation, routine, instance ORDER BY {ORDER})
+        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS instance,
+        CASE WHEN lag(routine_status) OVER (PARTITION BY agent, conversation, routine ORDER BY {ORDER})
+                  IN ({_TERMINAL}) THEN NULL
+             ELSE lag(pending_input) OVER (PARTITION BY agent, conversation, routine ORDER BY {ORDER}) END
         AS prev_pending, {FIRST_SK} AS sk
-    FROM numbered
+    FROM statuses
 )
 SELECT agent, conversation, routine, instance,
        arg_min(routine_tool_name, sk) AS tool_name,
@@ -157,4 +159,68 @@ FROM (
 WHERE anomaly IS NOT NULL
 GROUP BY ALL
 ORDER BY count DESC, "table", code
+"""
+
+
+# Routine instances counted per grouping key (`key`, an expression over `instance_facts`) and routine: a routine
+# of NULL stands for all routines of the key. Only these small rows reach pandas, however many instances there are.
+_OUTCOME = f"CASE WHEN last_status IN ({_TERMINAL}) THEN last_status ELSE 'open' END"
+INSTANCE_KEYS = {
+    "all": "'all'",
+    "agent": f"coalesce(agent, '{NONE}')",
+    "day": f"coalesce(strftime(started, '%Y-%m-%d'), '{NONE}')",
+    "routine": "routine",
+}
+
+
+def _levels(key: str, stale: str) -> str:
+    return f"""
+WITH i AS (
+    SELECT {key} AS key, routine, {_OUTCOME} AS outcome, turns, epoch_us(last_seen) - epoch_us(started) AS us,
+           {stale} AS stale, abandoned_at
+    FROM instance_facts
+), l AS (
+    SELECT key, routine, outcome, turns, us, stale FROM i
+    UNION ALL
+    SELECT key, NULL AS routine, outcome, turns, us, stale FROM i
+)"""
+
+
+def routine_counts_sql(key: str, now_us: int | None, stale_ns: int | None) -> str:
+    """Instances by outcome, and open ones idle more than `stale_ns` before `now_us` (epoch microseconds)."""
+    stale = "FALSE"
+    if now_us is not None and stale_ns is not None:
+        idle_ns = f"({int(now_us)} - epoch_us(last_seen)) * 1000"
+        stale = f"(last_status NOT IN ({_TERMINAL}) AND {idle_ns} > {int(stale_ns)})"
+    return f"""{_levels(key, stale)}
+SELECT key, routine, count(*) AS instances, count(*) FILTER (WHERE outcome = 'completed') AS completed,
+       count(*) FILTER (WHERE outcome = 'abandoned') AS abandoned, count(*) FILTER (WHERE outcome = 'open') AS open,
+       count(*) FILTER (WHERE stale) AS stale
+FROM l GROUP BY key, routine
+"""
+
+
+def routine_middles_sql(key: str) -> str:
+    """The middle one or two values of the turns and durations (microseconds) of closed instances, from which a
+    median is taken exactly as pandas takes it (the mean of the two middle values)."""
+    parts = []
+    for measure, column in (("turns", "turns"), ("us", "us")):
+        parts.append(f"""
+SELECT key, routine, '{measure}' AS measure, value FROM (
+    SELECT key, routine, {column} AS value,
+           row_number() OVER (PARTITION BY key, routine ORDER BY {column}) AS rn,
+           count(*) OVER (PARTITION BY key, routine) AS cnt
+    FROM l WHERE outcome <> 'open' AND {column} IS NOT NULL
+) WHERE 2 * rn >= cnt AND 2 * rn <= cnt + 2""")
+    return _levels(key, "FALSE") + "\nUNION ALL".join(parts)
+
+
+def abandoned_slots_sql(key: str) -> str:
+    """Per key, routine and slot: abandoned instances with that required slot still pending ('(none)' for an
+    instance abandoned with none pending)."""
+    return f"""{_levels(key, "FALSE")}
+SELECT key, routine, slot, count(*) AS abandoned
+FROM (SELECT key, routine, CASE WHEN len(abandoned_at) = 0 THEN ['{NONE}'] ELSE abandoned_at END AS slots
+      FROM i WHERE outcome = 'abandoned'), unnest(slots) AS t(slot)
+GROUP BY key, routine, slot
 """
