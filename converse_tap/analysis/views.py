@@ -6,9 +6,10 @@ from __future__ import annotations
 import pandas as pd
 
 from ..store.schema import TABLES
-from .engine import Engine, _arrow, _journaled, _quote, _window_sql
+from .engine import Engine
 from .facts_sql import _TERMINAL, INSTANCES, conversations_sql
 from .load import Window
+from .sources import _arrow, _journaled, _quote, _window_sql
 
 STORED_VIEWS = ("exchanges", "messages", "agent_cards")
 FACT_VIEWS = ("replies", "turns", "conversations", "routine_instances")
