@@ -1,7 +1,7 @@
 """From a number to the rows behind it: read-only SQL over the report's named views, and example conversations
 per counted value (what `sql`, `report --examples` and `check` print).
 
-The views are the engine's own definitions given names (`engine.create_named_views`): the stored tables
+The views are the engine's own definitions given names (`views.create_named_views`): the stored tables
 `exchanges`, `messages`, `agent_cards`, and the facts `replies`, `turns`, `conversations`, `routine_instances`.
 
     from converse_tap.analysis.drill import open_views
@@ -23,16 +23,9 @@ from typing import IO, Any
 import duckdb
 import pyarrow as pa
 
-from .engine import (
-    CONVERSATION_KEY,
-    DEFAULT_MEMORY_LIMIT,
-    FACT_VIEWS,
-    NONE,
-    STORED_VIEWS,
-    Engine,
-    create_named_views,
-)
+from .engine import CONVERSATION_KEY, DEFAULT_MEMORY_LIMIT, NONE, Engine
 from .load import Window
+from .views import FACT_VIEWS, STORED_VIEWS, create_named_views
 
 VIEWS = (*STORED_VIEWS, *FACT_VIEWS)
 _ALLOWED = {"SELECT", "EXPLAIN"}
@@ -197,7 +190,7 @@ def examples(
 ) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """Up to `n` example conversations per breakdown and key (the most recent first, one per conversation):
     {breakdown: {key: [{conversation, agent, at, message_id, text}]}}. `agent` narrows to one agent; `keys`
-    and `exclude` to some keys. The named views must exist (`engine.create_named_views`)."""
+    and `exclude` to some keys. The named views must exist (`views.create_named_views`)."""
     out: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for name in breakdowns:
         where, params = ["TRUE"], []

@@ -1,6 +1,6 @@
-"""The fact-building half of docs/metrics.md in SQL, run by DuckDB over the dataset's Parquet files out of core,
-or over frames already in memory (tests, notebooks). Sightings -> replies -> turns, conversations and routine
-instances are defined here once; the report asks for small aggregates and never holds a row per sighting.
+"""The engine that runs the facts of docs/metrics.md (their SQL is `facts_sql`): DuckDB over the dataset's Parquet
+files out of core, or over frames already in memory (tests, notebooks). The report asks it for small aggregates
+and never holds a row per sighting.
 
 DuckDB reads only the columns a query names, prunes `date=` partitions on `--since/--until`, and spills sorts
 and hash tables to a temporary directory beyond `memory_limit`, so the memory a report needs does not grow with
@@ -19,223 +19,52 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..a2a.constants import TERMINAL_ROUTINE_STATUSES
 from ..store import objstore
-from ..store.reader import Journals, TableFiles, read_journals, table_files
+from ..store.reader import Journals, TableFiles
 from ..store.schema import TABLES
+from .facts_sql import (
+    ANOMALIES,
+    CITED,
+    CITED_TITLES,
+    DAY,
+    DETAIL_COLUMNS,
+    GROUP_KEYS,
+    INSTANCE_KEYS,
+    INSTANCES,
+    KEYS,
+    LAST_VERDICTS,
+    ORDER,
+    REPLIES,
+    REPLY_COLUMNS,
+    ROUTINE,
+    TURNS,
+    abandoned_slots_sql,
+    conversations_sql,
+    replies_sql,
+    routine_counts_sql,
+    routine_middles_sql,
+)
+from .facts_sql import CONVERSATION_KEY as CONVERSATION_KEY  # re-exported: callers name it from here
+from .facts_sql import NONE as NONE
 from .load import CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Frames, Window, journal_notes
+from .sources import (
+    _arrow,
+    _file_groups,
+    _journaled,
+    _journals_then_files,
+    _quote,
+    _replies_arrow,
+    _scan_sql,
+    _window_sql,
+)
 
-NONE = "(none)"  # the key under which a missing value is counted
 DEFAULT_MEMORY_LIMIT = "500MB"  # with the rest of the process, a report stays under 1 GiB (performance.md)
-
-# Sightings are ordered by time, then by their position in the dataset (`pos`: file, then row; rows of one
-# exchange are written in order), so "first" and "last" sighting are exact even within one microsecond. The two
-# pack into one 128-bit sort key, which keeps the aggregates below scalar (no sort of whole rows).
-_NO_TIME = 9223372036854775807  # a sighting without a time sorts last
-_LOW64 = "18446744073709551615::HUGEINT"
-SORT_KEY = f"((coalesce(epoch_us({{ts}}), {_NO_TIME})::HUGEINT << 64) + {{pos}})"
-# replies in first-sighting order; first_pos (the position of the first sighting) is unique per reply
-ORDER = "first_seen ASC NULLS LAST, first_pos ASC"
-
-# the columns of a reply: its last sighting's values, plus when and where it was first seen
-REPLY_VALUES = [
-    "agent", "message_id", "context_id", "task_id", "author", "coverage_availability", "coverage",
-    "coverage_reason", "originating_turn_id", "ownership_state", "ownership_suppressed", "routine_tool_name",
-    "routine_name", "routine_status", "pending_input", "invocation_tool_name", "invocation_outcome", "citations",
-    "citation_count",
-]  # fmt: skip
-REPLY_COLUMNS = ["reply_key", "conversation", "first_seen", "first_pos", "ts", "exchange_id", *REPLY_VALUES]
-# what the facts read: the table `replies` holds these (and `last_pos`, where its last sighting is); the other
-# columns of a reply are fetched from that sighting only when a caller asks for whole replies
-DETAIL_COLUMNS = ["ts", "exchange_id", "message_id", "context_id", "task_id"]
-FACT_COLUMNS = [c for c in REPLY_COLUMNS if c not in DETAIL_COLUMNS]
-_TERMINAL = ", ".join(f"'{s}'" for s in sorted(TERMINAL_ROUTINE_STATUSES))
-
-REPLY_KEY = "coalesce(message_id, 'sighting:' || exchange_id || ':' || seq)"
-FIRST_SK = SORT_KEY.format(ts="first_seen", pos="first_pos")  # a reply's first sighting as one sort key
-# One pass over the agent messages: per distinct message, whether any sighting carried the envelope (adoption),
-# and of its sightings with the envelope the first (time and position) and the last (position).
-KEYS = f"""
-SELECT bool_or(coalesce(has_envelope, false)) AS carried,
-       min(ts) FILTER (WHERE has_envelope) AS first_seen,
-       (min({SORT_KEY.format(ts="ts", pos="pos")}) FILTER (WHERE has_envelope) & {_LOW64})::BIGINT AS first_pos,
-       (max({SORT_KEY.format(ts="ts", pos="pos")}) FILTER (WHERE has_envelope) & {_LOW64})::BIGINT AS last_pos
-FROM sightings GROUP BY {REPLY_KEY}
-"""
-REPLIES = f"""
-SELECT {REPLY_KEY} AS reply_key, coalesce(context_id, task_id, 'exchange:' || exchange_id) AS conversation,
-       k.first_seen, k.first_pos, k.last_pos, {", ".join(c for c in REPLY_VALUES if c not in DETAIL_COLUMNS)}
-FROM sightings JOIN (SELECT * FROM message_keys WHERE carried) k ON sightings.pos = k.last_pos
-"""
-
-# the turn of each reply that carries answerCoverage, and whether its verdict is the turn's last one
-TURN_ID = "coalesce(originating_turn_id, reply_key)"
-HAS_VERDICT = """(coverage_availability IS NOT NULL OR coverage IS NOT NULL OR coverage_reason IS NOT NULL
-       OR originating_turn_id IS NOT NULL)"""
-LAST_VERDICTS = f"""
-SELECT (max({FIRST_SK}) & {_LOW64})::BIGINT AS first_pos FROM replies WHERE {HAS_VERDICT}
-GROUP BY agent, {TURN_ID}
-"""
-TURNS = f"SELECT r.*, {TURN_ID} AS turn_id FROM replies r SEMI JOIN last_verdicts USING (first_pos)"
-
-DAY = f"coalesce(strftime(first_seen, '%Y-%m-%d'), '{NONE}')"
-ROUTINE = f"coalesce(routine_name, routine_tool_name, '{NONE}')"
-GROUP_KEYS = {"all": "'all'", "agent": f"coalesce(agent, '{NONE}')", "day": DAY, "routine": ROUTINE}
-
-
-def conversations_sql(group: str = "'all'") -> str:
-    """Per conversation (within a group key `g`): replies, human replies, suppressed turns, ownership changes."""
-    return f"""
-SELECT g, agent, conversation, count(*) AS replies,
-       count(*) FILTER (WHERE author = 'human') AS human_replies,
-       count(*) FILTER (WHERE ownership_suppressed) AS suppressed_turns,
-       count(*) FILTER (WHERE prev_owner = 'ai_owned' AND ownership_state = 'human_owned') AS handoffs_to_human,
-       count(*) FILTER (WHERE prev_owner = 'human_owned' AND ownership_state = 'ai_owned') AS handbacks_to_agent,
-       min(first_seen) AS first_seen, max(first_seen) AS last_seen
-FROM (
-    SELECT {group} AS g, agent, conversation, author, ownership_suppressed, ownership_state, first_seen,
-           CASE WHEN ownership_state IS NOT NULL THEN lag(ownership_state IGNORE NULLS) OVER (
-               PARTITION BY {group}, agent, conversation ORDER BY {ORDER}) END AS prev_owner
-    FROM replies
-)
-GROUP BY g, agent, conversation
-"""
-
-
-INSTANCES = f"""
-WITH statuses AS (
-    SELECT agent, conversation, first_seen, first_pos, routine_tool_name, routine_status, pending_input,
-           coalesce(routine_name, routine_tool_name) AS routine FROM replies
-    WHERE routine_status IS NOT NULL AND coalesce(routine_name, routine_tool_name) IS NOT NULL
-), numbered AS (
-    SELECT *, 1 + coalesce(sum(CASE WHEN routine_status IN ({_TERMINAL}) THEN 1 ELSE 0 END) OVER (
-        PARTITION BY agent, conversation, routine ORDER BY {ORDER}
-        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS instance
-    FROM statuses
-), paired AS (
-    SELECT *, lag(pending_input) OVER (PARTITION BY agent, conversation, routine, instance ORDER BY {ORDER})
-        AS prev_pending, {FIRST_SK} AS sk
-    FROM numbered
-)
-SELECT agent, conversation, routine, instance,
-       arg_min(routine_tool_name, sk) AS tool_name,
-       count(*) AS turns,
-       min(first_seen) AS started,
-       max(first_seen) AS last_seen,
-       arg_max(routine_status, sk) AS last_status,
-       -- of an abandoned instance: the required slots still pending at the status before the abandonment
-       CASE WHEN arg_max(routine_status, sk) = 'abandoned' THEN coalesce(list_transform(
-           list_filter(arg_max_null(prev_pending, sk), lambda slot: slot.required),
-           lambda slot: coalesce(slot.key, '{NONE}')), []) END AS abandoned_at
-FROM paired
-GROUP BY agent, conversation, routine, instance
-ORDER BY agent, conversation, routine, instance
-"""
-
-CITED = f"""
-SELECT agent, {DAY} AS day, {ROUTINE} AS routine, document_id, count(*) AS replies
-FROM (SELECT DISTINCT reply_key, agent, first_seen, routine_name, routine_tool_name,
-             coalesce(c.document_id, '{NONE}') AS document_id
-      FROM replies, unnest(citations) AS t(c))
-GROUP BY ALL
-"""
-
-CITED_TITLES = f"""
-SELECT coalesce(c.document_id, '{NONE}') AS document_id,
-       arg_max(c.title, {FIRST_SK}) AS title
-FROM replies, unnest(citations) AS t(c)
-GROUP BY 1
-"""
-
-ANOMALIES = f"""
-SELECT tbl AS "table", split_part(anomaly, ':', 1) AS code, count(*) AS count, min(anomaly) AS example
-FROM (
-    SELECT DISTINCT 'exchanges' AS tbl, exchange_id AS k, a AS anomaly
-    FROM (SELECT * FROM exchanges WHERE len(anomalies) > 0), unnest(anomalies) AS t(a)
-    UNION ALL
-    SELECT DISTINCT 'messages', coalesce(message_id, exchange_id || ':' || seq), a
-    FROM (SELECT * FROM sightings WHERE len(anomalies) > 0), unnest(anomalies) AS t(a)
-    UNION ALL
-    SELECT DISTINCT 'agent_cards', coalesce(agent, '{NONE}') || ':' || ts::VARCHAR, a
-    FROM (SELECT * FROM agent_cards WHERE len(anomalies) > 0), unnest(anomalies) AS t(a)
-)
-WHERE anomaly IS NOT NULL
-GROUP BY ALL
-ORDER BY count DESC, "table", code
-"""
-
-
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _scan_names(root: str | Path, files: list[str]) -> list[str]:
-    """The names under which DuckDB reads a dataset's files: their paths, or on object storage the names its
-    pyarrow filesystem is registered under (objstore.register_duckdb)."""
-    return [objstore.duckdb_path(f) for f in files] if objstore.is_remote(root) else files
-
-
-def _window_sql(window: Window, ts_column: str) -> str:
-    """The window as a predicate on rows; whole `date=` partitions outside it never reach the scan (`table_files`)."""
-    parts = []
-    if window.agents:
-        parts.append(f"agent IN ({', '.join(_quote(a) for a in window.agents)})")
-    if window.since is not None:
-        parts.append(f"{ts_column} >= TIMESTAMPTZ {_quote(window.since.isoformat())}")
-    if window.until is not None:
-        parts.append(f"{ts_column} < TIMESTAMPTZ {_quote(window.until.isoformat())}")
-    return " AND ".join(parts) or "TRUE"
-
-
-def _journals_then_files(
-    root: str | Path, first: str | None, last: str | None
-) -> tuple[Journals, dict[str, TableFiles]]:
-    """The journals, then the Parquet files. In this order a roll-over between the two shows its rows twice
-    (once journaled, once rolled; the facts count each message and exchange once) rather than not at all; a
-    journal that vanished while being read means a roll-over is under way, and the reading starts again."""
-    for _ in range(5):
-        journals = read_journals(root)
-        listed = {t: table_files(root, t, first, last) for t in TABLES}
-        if all(Path(p).exists() for p in journals.paths):
-            break
-    return journals, listed
-
-
-def _journaled(tables: list[pa.Table], table: str, columns: list[str], after: int) -> pa.Table:
-    """Journaled batches with the table's plain types and a position after the `after` Parquet files."""
-    schema = pa.schema([pa.field(c, _plain_type(TABLES[table].field(c).type)) for c in columns])
-    out, positions = [], []
-    for i, t in enumerate(tables):
-        have = set(t.column_names)  # a journal of an earlier version may lack columns: null, as in old files
-        arrays = [t[c] if c in have else pa.nulls(t.num_rows, f.type) for c, f in zip(columns, schema, strict=True)]
-        out.append(pa.Table.from_arrays(arrays, names=columns).cast(schema))
-        positions.append(pa.array(((after + i) << 40) + np.arange(t.num_rows, dtype=np.int64)))
-    return pa.concat_tables(out).append_column("pos", pa.chunked_array(positions, pa.int64()))
-
-
-def _plain_type(t: pa.DataType) -> pa.DataType:
-    return t.value_type if pa.types.is_dictionary(t) else t
-
-
-def _arrow(frame: pd.DataFrame, table: str, columns: list[str]) -> pa.Table:
-    """A frame with some of a table's columns -> Arrow with the table's types (enums as plain strings)."""
-    schema = TABLES[table]
-    arrays, fields = [], []
-    for name in columns:
-        t = _plain_type(schema.field(name).type)
-        if name in frame.columns:
-            col = frame[name]
-            if isinstance(col.dtype, pd.CategoricalDtype):
-                col = col.astype(object).where(col.notna(), None)
-            arrays.append(pa.array(col, type=t, from_pandas=True))
-        else:
-            arrays.append(pa.nulls(len(frame), t))
-        fields.append(pa.field(name, t))
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+# replies are built from runs of files of about this many message rows: the join of one run with its message keys
+# fits the default memory limit, so the time grows with the rows rather than with spilling (performance.md)
+CHUNK_ROWS = 10_000_000
 
 
 class Engine:
@@ -249,6 +78,8 @@ class Engine:
         self.listed: dict[str, TableFiles] = {}  # the Parquet files read, per table
         self._built: set[str] = set()
         self._messages: tuple[int, int] | None = None  # distinct agent messages, those with the envelope
+        # parts of the sightings (source, first position, end position) the replies are built from in turn
+        self._chunks: list[tuple[str, int, int | None]] = []
         # closed on close(), or when the engine is collected or the interpreter exits (a notebook may never close)
         self._finalizer = weakref.finalize(self, _release, con, spill)
 
@@ -277,9 +108,11 @@ class Engine:
         window: Window | None = None,
         memory_limit: str | None = DEFAULT_MEMORY_LIMIT,
         threads: int | None = None,
+        chunk_rows: int = CHUNK_ROWS,
     ) -> Engine:
         """Views over the Parquet files of `root` and the rows still in its journals, narrowed to the window
-        (pushed down to the scan). Files that are not the dataset's are skipped and listed in `skipped`."""
+        (pushed down to the scan). Files that are not the dataset's are skipped and listed in `skipped`.
+        The replies are built from runs of files of about `chunk_rows` message rows, one after the other."""
         window = window or Window()
         con, spill = cls._connect(memory_limit, threads)
         first = window.since.strftime("%Y-%m-%d") if window.since else None
@@ -288,6 +121,7 @@ class Engine:
         if objstore.is_remote(root):  # read through pyarrow's S3 filesystem: no DuckDB extension to download
             objstore.register_duckdb(con)
         present, skipped = [], []
+        chunks: list[tuple[str, int, int | None]] = []
         for table, columns, ts in (
             ("messages", [*MESSAGE_COLUMNS, "object_kind"], "ts"),
             ("exchanges", EXCHANGE_COLUMNS, "ts_start"),
@@ -297,12 +131,7 @@ class Engine:
             skipped += listed[table].foreign
             parts = []
             if files:
-                listed_sql = ", ".join(_quote(f) for f in _scan_names(root, files))
-                scan = f"read_parquet([{listed_sql}], union_by_name = true)"
-                found = {r[0] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
-                select = ", ".join(c if c in found else f"NULL AS {c}" for c in columns)  # columns older files lack
-                pos = "(file_index::BIGINT << 40) + file_row_number"  # where in the dataset: file, row
-                parts.append(f"SELECT {select}, {pos} AS pos FROM {scan}")
+                parts.append(_scan_sql(con, files, columns, 0, root))
             pending = journals.tables[table]
             if pending:  # after every file, in the order they were journaled
                 con.register(f"_{table}_journaled", _journaled(pending, table, columns, len(files)))
@@ -318,9 +147,17 @@ class Engine:
                 where += " AND role = 'agent' AND object_kind = 'message'"
             source = " UNION ALL BY NAME ".join(f"({p})" for p in parts)
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM ({source}) WHERE {where}")
+            if table == "messages" and files:
+                chunks = [
+                    (f"(SELECT * FROM ({_scan_sql(con, group, columns, lo, root)}) WHERE {where})", lo << 40, end << 40)
+                    for group, lo, end in _file_groups(files, chunk_rows, root)
+                ]
+                if pending:
+                    chunks.append((f"(SELECT * FROM _messages_journaled WHERE {where})", len(files) << 40, None))
         present = [t for t in TABLES if t in present]
         engine = cls(con, str(root), present, spill)
         engine.skipped, engine.journals, engine.listed = skipped, journals, listed
+        engine._chunks = chunks if len(chunks) > 1 else []
         return engine
 
     @classmethod
@@ -382,7 +219,12 @@ class Engine:
             self.build(first)
         sql = {"message_keys": KEYS, "replies": REPLIES, "last_verdicts": LAST_VERDICTS, "turns": TURNS}[what]
         kind = "VIEW" if what == "turns" else "TABLE"
-        self.con.execute(f"CREATE TEMP {kind} {what} AS {sql}")
+        if what == "replies" and self._chunks:  # one part at a time: the join's hash table stays in memory
+            for i, (source, low, high) in enumerate(self._chunks):
+                part = replies_sql(source, low, high)
+                self.con.execute(f"CREATE TEMP TABLE replies AS {part}" if i == 0 else f"INSERT INTO replies {part}")
+        else:
+            self.con.execute(f"CREATE TEMP {kind} {what} AS {sql}")
         self._built.add(what)
         if what == "replies" and "message_keys" in self._built:  # all it was for but adoption: count, then free
             self._messages = self._count_messages()
@@ -434,6 +276,30 @@ class Engine:
         frame = table.drop_columns(["abandoned_at"]).to_pandas()
         frame["abandoned_at"] = table.column("abandoned_at").to_pylist()  # lists, not numpy arrays
         return frame
+
+    def routine_facts(
+        self, groupings: tuple[str, ...], stale_after: pd.Timedelta | None
+    ) -> dict[str, tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]]:
+        """Per grouping (all, agent, day, routine): routine instances counted per key and routine (routine None:
+        all of the key's), the middle values of turns and durations of closed ones, and abandoned slots."""
+        self.build("replies")
+        now = self.last_reply_seen()
+        self.con.execute(
+            "CREATE OR REPLACE TEMP TABLE instance_facts AS SELECT agent, routine, started, last_seen, last_status,"
+            f" turns, abandoned_at FROM ({INSTANCES})"
+        )
+        now_us = None if now is None else now.value // 1000
+        stale_ns = None if stale_after is None else stale_after.value
+        out = {}
+        for g in groupings:
+            key = INSTANCE_KEYS[g]
+            out[g] = (
+                self.df(routine_counts_sql(key, now_us, stale_ns)),
+                self.df(routine_middles_sql(key)),
+                self.df(abandoned_slots_sql(key)),
+            )
+        self.con.execute("DROP TABLE instance_facts")
+        return out
 
     def drop_facts(self) -> None:
         """Free the materialised facts (the report's last query is done)."""
@@ -526,23 +392,6 @@ def _release(con: duckdb.DuckDBPyConnection, spill: str) -> None:
     shutil.rmtree(spill, ignore_errors=True)
 
 
-def _replies_arrow(replies: pd.DataFrame) -> pa.Table:
-    """A replies frame (as `Engine.replies` returns it) back to Arrow with the dataset's types."""
-    out = _arrow(replies, "messages", [c for c in MESSAGE_COLUMNS if c in REPLY_VALUES or c in ("ts", "exchange_id")])
-    extra = {
-        "reply_key": pa.string(),
-        "conversation": pa.string(),
-        "first_seen": pa.timestamp("us", tz="UTC"),
-        "first_pos": pa.int64(),
-    }
-    for name, t in extra.items():
-        col = replies[name] if name in replies.columns else pd.Series([None] * len(replies), dtype=object)
-        if name == "first_pos" and name not in replies.columns:  # a hand-made frame: its row order
-            col = pd.Series(range(len(replies)))
-        out = out.append_column(name, pa.array(col, type=t, from_pandas=True))
-    return out.select(REPLY_COLUMNS)
-
-
 @contextmanager
 def engine_for(source: Frames | Engine) -> Iterator[Engine]:
     """An engine over `source`; one made here is closed on exit, one passed in is left open."""
@@ -554,58 +403,3 @@ def engine_for(source: Frames | Engine) -> Iterator[Engine]:
         yield engine
     finally:
         engine.close()
-
-
-# Named views for drill-down (`converse-tap sql`, `show`, report and check examples) ------------------------------
-# Kept apart from the report's queries above: these only give the definitions above their names.
-
-STORED_VIEWS = ("exchanges", "messages", "agent_cards")
-FACT_VIEWS = ("replies", "turns", "conversations", "routine_instances")
-# the conversation a message belongs to, as REPLIES computes it for replies (tests check the two agree)
-CONVERSATION_KEY = "coalesce(context_id, task_id, 'exchange:' || exchange_id)"
-_STORED_TS = {"exchanges": "ts_start", "messages": "ts", "agent_cards": "ts"}
-
-
-def create_named_views(engine: Engine, window: Window | None = None, facts: tuple[str, ...] = FACT_VIEWS) -> None:
-    """Views named for the report's concepts on the engine's connection: the stored tables with every column
-    (schema `stored`, narrowed to the window like the report) and the facts in `facts`, built by the SQL above.
-    Unqualified names resolve to them afterwards (temporary facts first, then `stored`, then the engine's own)."""
-    window = window or Window()
-    con = engine.con
-    con.execute("CREATE SCHEMA IF NOT EXISTS stored")
-    for table in STORED_VIEWS:
-        schema = TABLES[table]
-        # the files and journals the engine read (the window's partitions, foreign files left out)
-        files = engine.listed[table].files if engine.listed else []
-        pending = engine.journals.tables.get(table, []) if engine.listed else []
-        parts = []
-        if files:
-            listed = ", ".join(_quote(f) for f in _scan_names(engine.root, files))
-            scan = f"read_parquet([{listed}], union_by_name = true)"
-            found = {r[0] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
-            select = ", ".join(c if c in found else f"NULL AS {c}" for c in schema.names)
-            parts.append(f"SELECT {select} FROM {scan}")
-        if pending:
-            con.register(f"_{table}_all_journaled", _journaled(pending, table, list(schema.names), len(files)))
-            parts.append(f"SELECT {', '.join(schema.names)} FROM _{table}_all_journaled")
-        if not parts:
-            con.register(f"_{table}_all_empty", _arrow(pd.DataFrame(), table, list(schema.names)))
-            parts.append(f"SELECT * FROM _{table}_all_empty")
-        source = "(" + " UNION ALL BY NAME ".join(f"({p})" for p in parts) + ")"
-        where = _window_sql(window, _STORED_TS[table])
-        con.execute(f"CREATE OR REPLACE VIEW stored.{table} AS SELECT * FROM {source} WHERE {where}")
-    if set(facts) & {"replies", "turns", "conversations", "routine_instances"}:
-        engine.build("replies")
-        if "last_pos" in {r[0] for r in con.sql("DESCRIBE replies").fetchall()}:
-            # the facts' table holds what the report reads; a user's query sees whole replies (and turns)
-            con.execute(f"CREATE TEMP TABLE _replies_whole AS {engine._whole('replies')}")
-            con.execute("DROP TABLE replies")
-            con.execute("ALTER TABLE _replies_whole RENAME TO replies")
-    if "turns" in facts:
-        engine.build("turns")
-    if "conversations" in facts:
-        con.execute(f"CREATE OR REPLACE TEMP VIEW conversations AS SELECT * EXCLUDE (g) FROM ({conversations_sql()})")
-    if "routine_instances" in facts:
-        outcome = f"CASE WHEN last_status IN ({_TERMINAL}) THEN last_status ELSE 'open' END AS outcome"
-        con.execute(f"CREATE OR REPLACE TEMP VIEW routine_instances AS SELECT *, {outcome} FROM ({INSTANCES})")
-    con.execute("SET search_path = 'stored,main'")

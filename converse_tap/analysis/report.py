@@ -106,8 +106,21 @@ CONVERSATION_FIELDS = (
 )
 
 
-def routines_section(instances: pd.DataFrame, stale_after: pd.Timedelta | None) -> dict[str, Any]:
-    totals = m.routine_totals(instances)
+def routines_section(routines: RoutineFacts, key: str, stale_after: pd.Timedelta | None) -> dict[str, Any]:
+    """The routines of one grouping key, from the instances counted in SQL (`Engine.routine_facts`)."""
+    counts, middles, slots = routines
+    counts = counts[counts["key"] == key]
+    middles = middles[middles["key"] == key]
+    totals = _routine_row(counts[counts["routine"].isna()], middles[middles["routine"].isna()])
+    by_routine = []
+    for routine in sorted(counts["routine"].dropna(), key=str):
+        row = {
+            "routine": routine,
+            **_routine_row(counts[counts["routine"] == routine], middles[middles["routine"] == routine]),
+        }
+        by_routine.append({k: v for k, v in row.items() if k != "stale" or stale_after is not None})
+    abandoned = slots[slots["key"] == key][["routine", "slot", "abandoned"]]
+    abandoned = abandoned.sort_values(["abandoned", "routine", "slot"], ascending=[False, True, True])
     return {
         "instances": totals["instances"],
         "completed": totals["completed"],
@@ -115,16 +128,39 @@ def routines_section(instances: pd.DataFrame, stale_after: pd.Timedelta | None) 
         "open": totals["open"],
         "stale": totals["stale"] if stale_after is not None else None,
         "stale_after_seconds": None if stale_after is None else stale_after.total_seconds(),
-        "abandonment_rate": _num(totals["abandonment_rate"]),
-        "abandonment_ci_low": _num(totals["ci_low"]),
-        "abandonment_ci_high": _num(totals["ci_high"]),
-        "median_turns": _num(totals["median_turns"]),
-        "median_seconds": _num(totals["median_seconds"]),
-        "by_routine": [
-            {k: v for k, v in r.items() if k != "stale" or stale_after is not None}
-            for r in _records(m.routine_summary(instances))
-        ],
-        "abandoned_at": _records(m.abandoned_slots(instances)),
+        "abandonment_rate": totals["abandonment_rate"],
+        "abandonment_ci_low": totals["ci_low"],
+        "abandonment_ci_high": totals["ci_high"],
+        "median_turns": totals["median_turns"],
+        "median_seconds": totals["median_seconds"],
+        "by_routine": by_routine,
+        "abandoned_at": _records(abandoned.reset_index(drop=True)),
+    }
+
+
+# per grouping: instances counted per key and routine, middle values of closed ones, abandoned slots
+RoutineFacts = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
+
+
+def _routine_row(counts: pd.DataFrame, middles: pd.DataFrame) -> dict[str, Any]:
+    """What `metrics.routine_summary` gives per routine, from counts (one row or none) and the middle values of
+    the turns and durations of closed instances (the medians are taken as pandas takes them)."""
+    row = counts.iloc[0] if len(counts) else None
+    n = {k: int(row[k]) if row is not None else 0 for k in ("instances", "completed", "abandoned", "open", "stale")}
+    rate = _wilson_dict(n["abandoned"], n["completed"] + n["abandoned"])
+    medians: dict[str, float | None] = {}
+    for measure in ("turns", "us"):
+        values: pd.Series = middles.loc[middles["measure"] == measure, "value"].astype("int64")
+        if measure == "us":  # seconds as pandas makes them of a duration, before the median (not after: rounding)
+            values = pd.Series(pd.to_timedelta(values.to_numpy(), unit="us")).dt.total_seconds()
+        medians[measure] = float(values.median()) if len(values) else None
+    return {
+        **n,
+        "abandonment_rate": _num(rate["share"]),
+        "ci_low": _num(rate["ci_low"]),
+        "ci_high": _num(rate["ci_high"]),
+        "median_turns": medians["turns"],
+        "median_seconds": medians["us"],
     }
 
 
@@ -150,12 +186,12 @@ def citations_section(turns: pd.DataFrame, cited: pd.DataFrame) -> dict[str, Any
 @dataclass
 class Facts:
     """What the sections count, small whatever the dataset's size: turns and replies counted per agent, day,
-    routine and counted value (`n`); routine instances one per row; conversation summaries per grouping key;
-    replies per cited document."""
+    routine and counted value (`n`); routine instances counted per grouping key and routine; conversation
+    summaries per grouping key; replies per cited document."""
 
     turns: pd.DataFrame
     replies: pd.DataFrame
-    instances: pd.DataFrame
+    routines: dict[str, RoutineFacts]
     conversations: dict[str, pd.DataFrame]
     cited: pd.DataFrame
 
@@ -163,34 +199,24 @@ class Facts:
     def gather(cls, engine: Engine, by: tuple[str, ...], stale_after: pd.Timedelta | None) -> Facts:
         turns, replies, cited = engine.turn_counts(), engine.reply_counts(), engine.cited()
         conversations = {g: engine.conversation_summary(g).set_index("key") for g in ("all", *by)}
-        now = engine.last_reply_seen()
-        raw = engine.instances(conversation=False)
+        routines = engine.routine_facts(("all", *by), stale_after)
         engine.drop_facts()  # what follows is pandas on small frames: give DuckDB's memory back first
-        return cls(turns, replies, m.finish_instances(raw, stale_after, now), conversations, cited)
+        return cls(turns, replies, routines, conversations, cited)
 
     def keys(self, by: str) -> list[str]:
-        found = set(self.turns[by]) | set(self.replies[by]) | set(self.instance_keys(by))
+        found = set(self.turns[by]) | set(self.replies[by]) | set(self.routines[by][0]["key"])
         return sorted(found, key=str)
 
-    def instance_keys(self, by: str) -> pd.Series:
-        if self.instances.empty:
-            return pd.Series(dtype=object)
-        if by == "day":
-            started = pd.to_datetime(self.instances["started"], utc=True)
-            return started.dt.strftime("%Y-%m-%d").fillna(m.NONE)
-        return self.instances[by].astype(object).fillna(m.NONE)
-
     def sections(self, stale_after: pd.Timedelta | None, by: str = "all", key: str = "all") -> dict[str, Any]:
-        turns, replies, inst, cited = self.turns, self.replies, self.instances, self.cited
+        turns, replies, cited = self.turns, self.replies, self.cited
         if by != "all":
             turns, replies, cited = turns[turns[by] == key], replies[replies[by] == key], cited[cited[by] == key]
-            inst = inst[self.instance_keys(by) == key] if not inst.empty else inst
         conv = self.conversations[by]
         summary = {str(k): v for k, v in conv.loc[key].items()} if key in conv.index else {}
         return {
             "coverage": coverage_section(turns),
             "authors": authors_section(replies, summary),
-            "routines": routines_section(inst, stale_after),
+            "routines": routines_section(self.routines[by], key, stale_after),
             "invocations": invocations_section(replies),
             "citations": citations_section(turns, cited),
         }
@@ -288,8 +314,8 @@ def drill_down(engine: Engine, window: Window, n: int, transcripts: bool) -> dic
     """{"examples": {breakdown: {value: [example]}}} and, with `transcripts`, {"transcripts": {id: transcript}}
     for every conversation named there. Runs over the engine's named views, then leaves its names as they were."""
     from .drill import examples
-    from .engine import create_named_views
     from .transcript import transcripts as read_transcripts
+    from .views import create_named_views
 
     create_named_views(engine, window)
     try:

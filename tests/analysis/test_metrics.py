@@ -1,9 +1,12 @@
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from converse_tap.analysis import metrics as m
 from converse_tap.analysis.report import build_report
@@ -271,3 +274,74 @@ def test_an_engine_leaves_no_spill_directory_behind(tmp_path: Path) -> None:
     spill = Path(forgotten.con.sql("SELECT current_setting('temp_directory')").fetchall()[0][0])
     del forgotten
     assert not spill.exists()
+
+
+_STATUS = st.sampled_from(["active", "waiting_for_input", "completed", "abandoned"])
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a1", "a2"]),
+            st.sampled_from(["c1", "c2", "c3"]),
+            st.sampled_from(["book", "refund"]),
+            _STATUS,
+            st.lists(st.sampled_from(["date", "order"]), max_size=2),
+            st.integers(0, 3000),
+        ),
+        max_size=30,
+    ),
+    st.sampled_from([None, "10min", "24h"]),
+)
+def test_routines_counted_in_sql_are_the_per_instance_metrics(rows: list, stale: str | None) -> None:
+    """The report counts routine instances in SQL per grouping key; the per-instance frame and its pandas
+    summaries (`routine_instances`, `routine_summary`, `abandoned_slots`) are the reference."""
+    msgs = messages(
+        *(
+            sighting(str(i), conv=conv, agent=agent, minute=minute, **routine(name, status, *slots))
+            for i, (agent, conv, name, status, slots, minute) in enumerate(rows)
+        )
+    )
+    stale_after = pd.Timedelta(stale) if stale else None
+    inst = m.routine_instances(m.replies(msgs), stale_after=stale_after)
+    report = build_report(frames(msgs), by=("agent", "day", "routine"), stale_after=stale_after)
+
+    def expected(part: pd.DataFrame) -> dict:
+        totals = m.routine_totals(part)
+        by_routine = m.routine_summary(part).to_dict("records")
+        if stale_after is None:
+            by_routine = [{k: v for k, v in r.items() if k != "stale"} for r in by_routine]
+        return {
+            "counts": [totals[k] for k in ("instances", "completed", "abandoned", "open")],
+            "stale": totals["stale"] if stale_after is not None else None,
+            "medians": [totals["median_turns"], totals["median_seconds"]],
+            "by_routine": by_routine,
+            "slots": m.abandoned_slots(part).values.tolist(),
+        }
+
+    def got(section: dict) -> dict:
+        return {
+            "counts": [section[k] for k in ("instances", "completed", "abandoned", "open")],
+            "stale": section["stale"],
+            "medians": [section["median_turns"], section["median_seconds"]],
+            "by_routine": section["by_routine"],
+            "slots": [[r["routine"], r["slot"], r["abandoned"]] for r in section["abandoned_at"]],
+        }
+
+    def plain(x: Any) -> Any:  # numpy scalars as Python ones, NaN as None
+        if isinstance(x, dict):
+            return {k: plain(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [plain(v) for v in x]
+        x = x.item() if hasattr(x, "item") else x
+        return None if isinstance(x, float) and math.isnan(x) else x
+
+    def same(a: dict, b: dict) -> bool:
+        return plain(a) == plain(b)
+
+    assert same(got(report["routines"]), expected(inst))
+    day = inst["started"].dt.strftime("%Y-%m-%d") if len(inst) else pd.Series(dtype=object)
+    for by, keys in (("agent", inst.get("agent")), ("routine", inst.get("routine")), ("day", day)):
+        for key in sorted(set(keys)) if keys is not None else []:
+            assert same(got(report["groups"][by][key]["routines"]), expected(inst[keys == key]))

@@ -159,3 +159,22 @@ def test_a_damaged_file_of_the_dataset_is_an_error_not_a_traceback(tmp_path: Pat
     r = invoke("report", str(tmp_path))
     assert r.exit_code == 1
     assert r.stderr.startswith(f"Error: cannot read the dataset {tmp_path}:")
+
+
+def test_replies_built_file_run_by_file_run_are_the_replies_built_at_once(tmp_path: Path) -> None:
+    """Replies are joined to their last sighting one run of files at a time (`chunk_rows`); a message first seen
+    in one file and last seen in another is one reply either way, with the same first sighting."""
+    from converse_tap.analysis.engine import Engine
+    from converse_tap.analysis.report import build_report
+
+    build_sample(tmp_path)
+    build_sample(tmp_path)  # every message sighted again, in a second file
+    with Engine.over_dataset(tmp_path) as whole, Engine.over_dataset(tmp_path, chunk_rows=1) as parts:
+        assert len(whole._chunks) == 0 and len(parts._chunks) == 2
+        assert parts.replies().equals(whole.replies())
+        assert build_report(parts, by=("agent", "day", "routine")) == build_report(
+            whole, by=("agent", "day", "routine")
+        )
+    with Engine.over_dataset(tmp_path, chunk_rows=1) as parts:
+        rep = build_report(parts)
+    assert headline(rep) == SAMPLE

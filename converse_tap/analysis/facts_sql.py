@@ -1,0 +1,226 @@
+"""The SQL of the facts in docs/metrics.md: sightings -> replies -> turns, conversations and routine instances,
+defined here once and run by `engine.Engine` (DuckDB) over a dataset or frames.
+
+The text keeps to standard SQL (window functions, aggregates with FILTER, joins) so that it can be transpiled to
+other engines; what is DuckDB's own is named where it is used: `epoch_us` and the 128-bit sort key (`SORT_KEY`),
+`arg_min`/`arg_max` (two arguments), and the list lambdas of `INSTANCES` (`abandoned_at`).
+"""
+
+from __future__ import annotations
+
+from ..a2a.constants import TERMINAL_ROUTINE_STATUSES
+
+NONE = "(none)"  # the key under which a missing value is counted
+# the conversation a message belongs to, as REPLIES computes it for replies (tests check the two agree)
+CONVERSATION_KEY = "coalesce(context_id, task_id, 'exchange:' || exchange_id)"
+
+# Sightings are ordered by time, then by their position in the dataset (`pos`: file, then row; rows of one
+# exchange are written in order), so "first" and "last" sighting are exact even within one microsecond. The two
+# pack into one 128-bit sort key, which keeps the aggregates below scalar (no sort of whole rows).
+_NO_TIME = 9223372036854775807  # a sighting without a time sorts last
+_LOW64 = "18446744073709551615::HUGEINT"
+SORT_KEY = f"((coalesce(epoch_us({{ts}}), {_NO_TIME})::HUGEINT << 64) + {{pos}})"
+# replies in first-sighting order; first_pos (the position of the first sighting) is unique per reply
+ORDER = "first_seen ASC NULLS LAST, first_pos ASC"
+
+# the columns of a reply: its last sighting's values, plus when and where it was first seen
+REPLY_VALUES = [
+    "agent", "message_id", "context_id", "task_id", "author", "coverage_availability", "coverage",
+    "coverage_reason", "originating_turn_id", "ownership_state", "ownership_suppressed", "routine_tool_name",
+    "routine_name", "routine_status", "pending_input", "invocation_tool_name", "invocation_outcome", "citations",
+    "citation_count",
+]  # fmt: skip
+REPLY_COLUMNS = ["reply_key", "conversation", "first_seen", "first_pos", "ts", "exchange_id", *REPLY_VALUES]
+# what the facts read: the table `replies` holds these (and `last_pos`, where its last sighting is); the other
+# columns of a reply are fetched from that sighting only when a caller asks for whole replies
+DETAIL_COLUMNS = ["ts", "exchange_id", "message_id", "context_id", "task_id"]
+FACT_COLUMNS = [c for c in REPLY_COLUMNS if c not in DETAIL_COLUMNS]
+_TERMINAL = ", ".join(f"'{s}'" for s in sorted(TERMINAL_ROUTINE_STATUSES))
+
+REPLY_KEY = "coalesce(message_id, 'sighting:' || exchange_id || ':' || seq)"
+FIRST_SK = SORT_KEY.format(ts="first_seen", pos="first_pos")  # a reply's first sighting as one sort key
+# One pass over the agent messages: per distinct message, whether any sighting carried the envelope (adoption),
+# and of its sightings with the envelope the first (time and position) and the last (position).
+KEYS = f"""
+SELECT bool_or(coalesce(has_envelope, false)) AS carried,
+       min(ts) FILTER (WHERE has_envelope) AS first_seen,
+       (min({SORT_KEY.format(ts="ts", pos="pos")}) FILTER (WHERE has_envelope) & {_LOW64})::BIGINT AS first_pos,
+       (max({SORT_KEY.format(ts="ts", pos="pos")}) FILTER (WHERE has_envelope) & {_LOW64})::BIGINT AS last_pos
+FROM sightings GROUP BY {REPLY_KEY}
+"""
+
+
+def replies_sql(source: str = "sightings", low: int | None = None, high: int | None = None) -> str:
+    """The replies whose last sighting is in `source` (a part of the sightings holding the positions
+    `low` <= pos < `high`): built part by part, each join's hash table holds the keys of one part only."""
+    bounds = "".join(f" AND k.last_pos {op} {int(v)}" for op, v in ((">=", low), ("<", high)) if v is not None)
+    return f"""
+SELECT {REPLY_KEY} AS reply_key, coalesce(context_id, task_id, 'exchange:' || exchange_id) AS conversation,
+       k.first_seen, k.first_pos, k.last_pos, {", ".join(c for c in REPLY_VALUES if c not in DETAIL_COLUMNS)}
+FROM {source} s JOIN (SELECT * FROM message_keys k WHERE carried{bounds}) k ON s.pos = k.last_pos
+"""
+
+
+REPLIES = replies_sql()
+
+# the turn of each reply that carries answerCoverage, and whether its verdict is the turn's last one
+TURN_ID = "coalesce(originating_turn_id, reply_key)"
+HAS_VERDICT = """(coverage_availability IS NOT NULL OR coverage IS NOT NULL OR coverage_reason IS NOT NULL
+       OR originating_turn_id IS NOT NULL)"""
+LAST_VERDICTS = f"""
+SELECT (max({FIRST_SK}) & {_LOW64})::BIGINT AS first_pos FROM replies WHERE {HAS_VERDICT}
+GROUP BY agent, {TURN_ID}
+"""
+TURNS = f"SELECT r.*, {TURN_ID} AS turn_id FROM replies r SEMI JOIN last_verdicts USING (first_pos)"
+
+DAY = f"coalesce(strftime(first_seen, '%Y-%m-%d'), '{NONE}')"
+ROUTINE = f"coalesce(routine_name, routine_tool_name, '{NONE}')"
+GROUP_KEYS = {"all": "'all'", "agent": f"coalesce(agent, '{NONE}')", "day": DAY, "routine": ROUTINE}
+
+
+def conversations_sql(group: str = "'all'") -> str:
+    """Per conversation (within a group key `g`): replies, human replies, suppressed turns, ownership changes."""
+    return f"""
+SELECT g, agent, conversation, count(*) AS replies,
+       count(*) FILTER (WHERE author = 'human') AS human_replies,
+       count(*) FILTER (WHERE ownership_suppressed) AS suppressed_turns,
+       count(*) FILTER (WHERE prev_owner = 'ai_owned' AND ownership_state = 'human_owned') AS handoffs_to_human,
+       count(*) FILTER (WHERE prev_owner = 'human_owned' AND ownership_state = 'ai_owned') AS handbacks_to_agent,
+       min(first_seen) AS first_seen, max(first_seen) AS last_seen
+FROM (
+    SELECT {group} AS g, agent, conversation, author, ownership_suppressed, ownership_state, first_seen,
+           CASE WHEN ownership_state IS NOT NULL THEN lag(ownership_state IGNORE NULLS) OVER (
+               PARTITION BY {group}, agent, conversation ORDER BY {ORDER}) END AS prev_owner
+    FROM replies
+)
+GROUP BY g, agent, conversation
+"""
+
+
+INSTANCES = f"""
+WITH statuses AS (
+    SELECT agent, conversation, first_seen, first_pos, routine_tool_name, routine_status, pending_input,
+           coalesce(routine_name, routine_tool_name) AS routine FROM replies
+    WHERE routine_status IS NOT NULL AND coalesce(routine_name, routine_tool_name) IS NOT NULL
+), paired AS (
+    -- one window: the instance is 1 + the terminal statuses before this one; the status before this one is in
+    -- the same instance unless it was terminal
+    SELECT *, 1 + coalesce(sum(CASE WHEN routine_status IN ({_TERMINAL}) THEN 1 ELSE 0 END) OVER (
+        PARTITION BY agent, conversation, routine ORDER BY {ORDER}
+        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS instance,
+        CASE WHEN lag(routine_status) OVER (PARTITION BY agent, conversation, routine ORDER BY {ORDER})
+                  IN ({_TERMINAL}) THEN NULL
+             ELSE lag(pending_input) OVER (PARTITION BY agent, conversation, routine ORDER BY {ORDER}) END
+        AS prev_pending, {FIRST_SK} AS sk
+    FROM statuses
+)
+SELECT agent, conversation, routine, instance,
+       arg_min(routine_tool_name, sk) AS tool_name,
+       count(*) AS turns,
+       min(first_seen) AS started,
+       max(first_seen) AS last_seen,
+       arg_max(routine_status, sk) AS last_status,
+       -- of an abandoned instance: the required slots still pending at the status before the abandonment
+       CASE WHEN arg_max(routine_status, sk) = 'abandoned' THEN coalesce(list_transform(
+           list_filter(arg_max_null(prev_pending, sk), lambda slot: slot.required),
+           lambda slot: coalesce(slot.key, '{NONE}')), []) END AS abandoned_at
+FROM paired
+GROUP BY agent, conversation, routine, instance
+ORDER BY agent, conversation, routine, instance
+"""
+
+CITED = f"""
+SELECT agent, {DAY} AS day, {ROUTINE} AS routine, document_id, count(*) AS replies
+FROM (SELECT DISTINCT reply_key, agent, first_seen, routine_name, routine_tool_name,
+             coalesce(c.document_id, '{NONE}') AS document_id
+      FROM replies, unnest(citations) AS t(c))
+GROUP BY ALL
+"""
+
+CITED_TITLES = f"""
+SELECT coalesce(c.document_id, '{NONE}') AS document_id,
+       arg_max(c.title, {FIRST_SK}) AS title
+FROM replies, unnest(citations) AS t(c)
+GROUP BY 1
+"""
+
+ANOMALIES = f"""
+SELECT tbl AS "table", split_part(anomaly, ':', 1) AS code, count(*) AS count, min(anomaly) AS example
+FROM (
+    SELECT DISTINCT 'exchanges' AS tbl, exchange_id AS k, a AS anomaly
+    FROM (SELECT * FROM exchanges WHERE len(anomalies) > 0), unnest(anomalies) AS t(a)
+    UNION ALL
+    SELECT DISTINCT 'messages', coalesce(message_id, exchange_id || ':' || seq), a
+    FROM (SELECT * FROM sightings WHERE len(anomalies) > 0), unnest(anomalies) AS t(a)
+    UNION ALL
+    SELECT DISTINCT 'agent_cards', coalesce(agent, '{NONE}') || ':' || ts::VARCHAR, a
+    FROM (SELECT * FROM agent_cards WHERE len(anomalies) > 0), unnest(anomalies) AS t(a)
+)
+WHERE anomaly IS NOT NULL
+GROUP BY ALL
+ORDER BY count DESC, "table", code
+"""
+
+
+# Routine instances counted per grouping key (`key`, an expression over `instance_facts`) and routine: a routine
+# of NULL stands for all routines of the key. Only these small rows reach pandas, however many instances there are.
+_OUTCOME = f"CASE WHEN last_status IN ({_TERMINAL}) THEN last_status ELSE 'open' END"
+INSTANCE_KEYS = {
+    "all": "'all'",
+    "agent": f"coalesce(agent, '{NONE}')",
+    "day": f"coalesce(strftime(started, '%Y-%m-%d'), '{NONE}')",
+    "routine": "routine",
+}
+
+
+def _levels(key: str, stale: str) -> str:
+    return f"""
+WITH i AS (
+    SELECT {key} AS key, routine, {_OUTCOME} AS outcome, turns, epoch_us(last_seen) - epoch_us(started) AS us,
+           {stale} AS stale, abandoned_at
+    FROM instance_facts
+), l AS (
+    SELECT key, routine, outcome, turns, us, stale FROM i
+    UNION ALL
+    SELECT key, NULL AS routine, outcome, turns, us, stale FROM i
+)"""
+
+
+def routine_counts_sql(key: str, now_us: int | None, stale_ns: int | None) -> str:
+    """Instances by outcome, and open ones idle more than `stale_ns` before `now_us` (epoch microseconds)."""
+    stale = "FALSE"
+    if now_us is not None and stale_ns is not None:
+        idle_ns = f"({int(now_us)} - epoch_us(last_seen)) * 1000"
+        stale = f"(last_status NOT IN ({_TERMINAL}) AND {idle_ns} > {int(stale_ns)})"
+    return f"""{_levels(key, stale)}
+SELECT key, routine, count(*) AS instances, count(*) FILTER (WHERE outcome = 'completed') AS completed,
+       count(*) FILTER (WHERE outcome = 'abandoned') AS abandoned, count(*) FILTER (WHERE outcome = 'open') AS open,
+       count(*) FILTER (WHERE stale) AS stale
+FROM l GROUP BY key, routine
+"""
+
+
+def routine_middles_sql(key: str) -> str:
+    """The middle one or two values of the turns and durations (microseconds) of closed instances, from which a
+    median is taken exactly as pandas takes it (the mean of the two middle values)."""
+    parts = []
+    for measure, column in (("turns", "turns"), ("us", "us")):
+        parts.append(f"""
+SELECT key, routine, '{measure}' AS measure, value FROM (
+    SELECT key, routine, {column} AS value,
+           row_number() OVER (PARTITION BY key, routine ORDER BY {column}) AS rn,
+           count(*) OVER (PARTITION BY key, routine) AS cnt
+    FROM l WHERE outcome <> 'open' AND {column} IS NOT NULL
+) WHERE 2 * rn >= cnt AND 2 * rn <= cnt + 2""")
+    return _levels(key, "FALSE") + "\nUNION ALL".join(parts)
+
+
+def abandoned_slots_sql(key: str) -> str:
+    """Per key, routine and slot: abandoned instances with that required slot still pending ('(none)' for an
+    instance abandoned with none pending)."""
+    return f"""{_levels(key, "FALSE")}
+SELECT key, routine, slot, count(*) AS abandoned
+FROM (SELECT key, routine, CASE WHEN len(abandoned_at) = 0 THEN ['{NONE}'] ELSE abandoned_at END AS slots
+      FROM i WHERE outcome = 'abandoned'), unnest(slots) AS t(slot)
+GROUP BY key, routine, slot
+"""

@@ -1,0 +1,132 @@
+"""What the engine reads, as DuckDB sources: the dataset's Parquet files (with each row's position, in runs of
+files) and the rows still in its journals, narrowed to a window; frames in memory as Arrow with the dataset's types."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..store import objstore
+from ..store.reader import Journals, TableFiles, read_journals, table_files
+from ..store.schema import TABLES
+from .facts_sql import REPLY_COLUMNS, REPLY_VALUES
+from .load import MESSAGE_COLUMNS, Window
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _window_sql(window: Window, ts_column: str) -> str:
+    """The window as a predicate on rows; whole `date=` partitions outside it never reach the scan (`table_files`)."""
+    parts = []
+    if window.agents:
+        parts.append(f"agent IN ({', '.join(_quote(a) for a in window.agents)})")
+    if window.since is not None:
+        parts.append(f"{ts_column} >= TIMESTAMPTZ {_quote(window.since.isoformat())}")
+    if window.until is not None:
+        parts.append(f"{ts_column} < TIMESTAMPTZ {_quote(window.until.isoformat())}")
+    return " AND ".join(parts) or "TRUE"
+
+
+def _scan_names(root: str | Path, files: list[str]) -> list[str]:
+    """The names under which DuckDB reads a dataset's files: their paths, or on object storage the names its
+    pyarrow filesystem is registered under (objstore.register_duckdb)."""
+    return [objstore.duckdb_path(f) for f in files] if objstore.is_remote(root) else files
+
+
+def _scan_sql(
+    con: duckdb.DuckDBPyConnection, files: list[str], columns: list[str], first: int = 0, root: str | Path = ""
+) -> str:
+    """The columns of some of a table's files (the `first`-th file of the table and the ones after it), with
+    each row's position in the dataset: file, then row."""
+    listed = ", ".join(_quote(f) for f in _scan_names(root, files))
+    scan = f"read_parquet([{listed}], union_by_name = true)"
+    found = {r[0] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
+    select = ", ".join(c if c in found else f"NULL AS {c}" for c in columns)  # columns older files lack
+    return f"SELECT {select}, ((file_index::BIGINT + {first}) << 40) + file_row_number AS pos FROM {scan}"
+
+
+def _file_groups(files: list[str], chunk_rows: int, root: str | Path = "") -> Iterator[tuple[list[str], int, int]]:
+    """Runs of consecutive files holding about `chunk_rows` rows each (a larger file is a run of its own):
+    (files, index of the first, index after the last)."""
+    fs = objstore.parse(str(root)).fs if objstore.is_remote(root) else None
+    start, rows = 0, 0
+    for i, f in enumerate(files):
+        n = pq.read_metadata(f, filesystem=fs).num_rows
+        if rows and rows + n > chunk_rows:
+            yield files[start:i], start, i
+            start, rows = i, 0
+        rows += n
+    if start < len(files):
+        yield files[start:], start, len(files)
+
+
+def _journals_then_files(
+    root: str | Path, first: str | None, last: str | None
+) -> tuple[Journals, dict[str, TableFiles]]:
+    """The journals, then the Parquet files. In this order a roll-over between the two shows its rows twice
+    (once journaled, once rolled; the facts count each message and exchange once) rather than not at all; a
+    journal that vanished while being read means a roll-over is under way, and the reading starts again."""
+    for _ in range(5):
+        journals = read_journals(root)
+        listed = {t: table_files(root, t, first, last) for t in TABLES}
+        if all(Path(p).exists() for p in journals.paths):
+            break
+    return journals, listed
+
+
+def _journaled(tables: list[pa.Table], table: str, columns: list[str], after: int) -> pa.Table:
+    """Journaled batches with the table's plain types and a position after the `after` Parquet files."""
+    schema = pa.schema([pa.field(c, _plain_type(TABLES[table].field(c).type)) for c in columns])
+    out, positions = [], []
+    for i, t in enumerate(tables):
+        have = set(t.column_names)  # a journal of an earlier version may lack columns: null, as in old files
+        arrays = [t[c] if c in have else pa.nulls(t.num_rows, f.type) for c, f in zip(columns, schema, strict=True)]
+        out.append(pa.Table.from_arrays(arrays, names=columns).cast(schema))
+        positions.append(pa.array(((after + i) << 40) + np.arange(t.num_rows, dtype=np.int64)))
+    return pa.concat_tables(out).append_column("pos", pa.chunked_array(positions, pa.int64()))
+
+
+def _plain_type(t: pa.DataType) -> pa.DataType:
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
+def _arrow(frame: pd.DataFrame, table: str, columns: list[str]) -> pa.Table:
+    """A frame with some of a table's columns -> Arrow with the table's types (enums as plain strings)."""
+    schema = TABLES[table]
+    arrays, fields = [], []
+    for name in columns:
+        t = _plain_type(schema.field(name).type)
+        if name in frame.columns:
+            col = frame[name]
+            if isinstance(col.dtype, pd.CategoricalDtype):
+                col = col.astype(object).where(col.notna(), None)
+            arrays.append(pa.array(col, type=t, from_pandas=True))
+        else:
+            arrays.append(pa.nulls(len(frame), t))
+        fields.append(pa.field(name, t))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _replies_arrow(replies: pd.DataFrame) -> pa.Table:
+    """A replies frame (as `Engine.replies` returns it) back to Arrow with the dataset's types."""
+    out = _arrow(replies, "messages", [c for c in MESSAGE_COLUMNS if c in REPLY_VALUES or c in ("ts", "exchange_id")])
+    extra = {
+        "reply_key": pa.string(),
+        "conversation": pa.string(),
+        "first_seen": pa.timestamp("us", tz="UTC"),
+        "first_pos": pa.int64(),
+    }
+    for name, t in extra.items():
+        col = replies[name] if name in replies.columns else pd.Series([None] * len(replies), dtype=object)
+        if name == "first_pos" and name not in replies.columns:  # a hand-made frame: its row order
+            col = pd.Series(range(len(replies)))
+        out = out.append_column(name, pa.array(col, type=t, from_pandas=True))
+    return out.select(REPLY_COLUMNS)
