@@ -541,7 +541,7 @@ class _Ctx:
             c["source_url"] = self.redaction.maybe_url(c["source_url"])
         stored = env.get("envelope_json")
         if stored is not None and (self.redaction.patterns or "://" in stored):  # else there is nothing to redact
-            env["envelope_json"] = redact_card_json(raw, self.redaction)
+            env["envelope_json"] = redact_card_json(raw, self.redaction, stored)
         if (
             not present
             and self.converse_requested
