@@ -137,15 +137,31 @@ class Redaction:
         return self.text(redact_shapes(text))
 
     def changes(self, value: Any) -> bool:
-        """Whether `json_urls` would change any string of a JSON value (keys too)."""
-        if isinstance(value, str):
-            if not self.patterns and "://" not in value and not _CANDIDATE.search(value):
-                return False  # neither a URL nor a run a shape could be in
-            return self.log_text(value) != value
-        if isinstance(value, dict):
-            return any((isinstance(k, str) and self.changes(k)) or self.changes(v) for k, v in value.items())
-        if isinstance(value, list):
-            return any(self.changes(v) for v in value)
+        """Whether `json_urls` would change any string of a JSON value (keys too). A loop, not a recursion:
+        it runs over every envelope with a URL in it."""
+        strings: list[str] = []
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, str):
+                strings.append(v)
+            elif isinstance(v, dict):
+                strings.extend(k for k in v if isinstance(k, str))
+                stack.extend(v.values())
+            elif isinstance(v, list):
+                stack.extend(v)
+        if self.patterns:
+            return any(self.log_text(s) != s for s in strings)
+        search, clean = _CANDIDATE.search, _UNCHANGED
+        for s in strings:
+            if s in clean:
+                continue
+            if ("://" in s or search(s)) and self.log_text(s) != s:  # only a URL or a shape's run can change
+                return True
+            if len(s) <= _CACHED_TEXT:
+                if len(clean) >= _UNCHANGED_MAX:
+                    clean.clear()
+                clean.add(s)
         return False
 
     def json_urls(self, value: Any) -> Any:
@@ -187,6 +203,11 @@ def redact_url(url: str, redaction: Redaction = NO_OPERATOR_PATTERNS) -> str:
 
 
 _CACHED_TEXT = 512  # strings up to this long have their built-in redaction cached (keys, titles, URLs)
+
+
+# short strings the built-in rules leave as they are (keys, enum values, titles): a set lookup, not a redaction
+_UNCHANGED: set[str] = set()
+_UNCHANGED_MAX = 16384
 
 
 @lru_cache(maxsize=16384)
