@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from . import fastjson
 from .card import card_fields
 from .classify import A2ARequest, classify
 from .constants import CONVERSE_URI, TERMINAL_TASK_STATES
@@ -103,7 +103,7 @@ def agent_of(agent_url: str, redaction: Redaction = NO_OPERATOR_PATTERNS) -> tup
 
 def _loads(data: bytes | str) -> tuple[Any, str | None]:
     try:
-        return json.loads(data), None
+        return fastjson.loads(data), None
     except RecursionError:
         return None, "json_too_deep"
     except ValueError as e:
