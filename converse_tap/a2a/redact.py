@@ -207,10 +207,10 @@ _CACHED_TEXT = 512  # strings up to this long have their built-in redaction cach
 
 # short strings the built-in rules leave as they are (keys, enum values, titles): a set lookup, not a redaction
 _UNCHANGED: set[str] = set()
-_UNCHANGED_MAX = 16384
+_UNCHANGED_MAX = 8192
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=8192)
 def _builtin_text(text: str) -> str:
     """`Redaction.log_text` without operator patterns."""
     if "://" in text:
