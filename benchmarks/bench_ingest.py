@@ -81,7 +81,6 @@ def _dataset_shape(out: Path) -> dict[str, float]:
 
 def steps(capture: Path, reps: int) -> None:
     """Microseconds per flow of each step of ingest, in one process, interleaved: what the time goes to."""
-    import pyarrow as pa
     from mitmproxy.io import compat, tnetstring
 
     from converse_tap import flowfile
@@ -89,7 +88,7 @@ def steps(capture: Path, reps: int) -> None:
     from converse_tap.a2a.redact import TextPolicy
     from converse_tap.addon.flows import exchange_from_state
     from converse_tap.store.schema import TABLES
-    from converse_tap.store.writer import _TS_COLUMNS, _to_micros
+    from converse_tap.store.writer import _TS_COLUMNS, _to_micros, rows_to_batch
 
     def floor() -> int:
         n = 0
@@ -131,7 +130,7 @@ def steps(capture: Path, reps: int) -> None:
         for table in TABLES:
             rows = [r for e in extractions for r in ([e.exchange] if table == "exchanges" else getattr(e, table))]
             _to_micros(rows, _TS_COLUMNS[table])
-            pa.RecordBatch.from_pylist(rows, schema=TABLES[table])
+            rows_to_batch(rows, TABLES[table])
         times["rows to Arrow"].append(time.perf_counter() - t0)
     print(f"steps over {n:,} flows, one process, median of {reps} interleaved reps: microseconds per flow")
     for k, v in times.items():

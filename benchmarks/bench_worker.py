@@ -2,6 +2,12 @@
 in the process tree beside mitmdump.
 
     python -m benchmarks.bench_worker [--exchanges 2000] [--reps 7]
+    python -m benchmarks.bench_worker --piped 400 [--seconds 5] [--reps 5]
+
+`--piped RATE`: the same records sent through the addon's own `Channel` (a pipe to a real worker process) at RATE
+exchanges per second, one at a time as a proxy sends them, with the worker gathering records for 10 ms after
+each read (as it does) and without (`gather` 0), interleaved: the worker process's CPU per exchange, wake-ups
+included, which the in-process figures leave out.
 
 Capture records are built by the addon's own code (`ConverseTap._request`, `_response_head`) from a flow that
 carries bench_proxy's request and the benchmark upstream's ~2 KB envelope reply, pickled as the channel sends
@@ -14,6 +20,7 @@ machine, so a change to the worker can be measured here first.
 from __future__ import annotations
 
 import argparse
+import os
 import pickle
 import statistics
 import tempfile
@@ -22,8 +29,9 @@ from typing import Any
 
 from benchmarks.bench_proxy import BODY, HEADERS
 from benchmarks.upstream import REPLY
+from converse_tap.addon.channel import Channel
 from converse_tap.addon.tap import ConverseTap, _response_head
-from converse_tap.addon.worker import Worker
+from converse_tap.addon.worker import GATHER, Worker
 from tests.factories import a2a_flow
 
 
@@ -40,17 +48,91 @@ def records(n: int) -> list[bytes]:
     return out
 
 
+def _config(root: str) -> dict[str, Any]:
+    return {
+        "dir": root, "text": "keep", "salt": "", "flush_interval": 1.0, "rollover_rows": 250_000,
+        "rollover_seconds": 300.0, "max_body": 16 << 20, "max_events": 10_000, "summary": "off",
+    }  # fmt: skip
+
+
+def _cpu(pid: int) -> float:
+    """utime + stime of one process, in seconds (/proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _piped_run(recs: list[tuple[Any, ...]], rate: float, seconds: float, gather: float) -> tuple[float, int]:
+    """CPU seconds one worker process spends on `rate` exchanges/s for `seconds` (after a warm-up, until it has
+    been quiet for longer than its flush interval), and the exchange rows it wrote."""
+    with tempfile.TemporaryDirectory() as tmp:
+        channel = Channel({**_config(tmp), "gather": gather})
+        channel.start()
+        assert channel.pid is not None
+        warm = 200
+        for rec in recs[:warm]:  # imports, pandas, the first files
+            channel.send(rec)
+        _quiet(channel.pid)
+        cpu0 = _cpu(channel.pid)
+        n = int(rate * seconds)
+        t0 = time.monotonic()
+        for i in range(n):
+            delay = t0 + i / rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)  # pacing the sender, as traffic arrives; no result depends on it
+            channel.send(recs[warm + i])
+        _quiet(channel.pid)
+        cpu = _cpu(channel.pid) - cpu0
+        channel.close()
+        from converse_tap.store.reader import load
+
+        rows = len(load(tmp, "exchanges")) - warm
+    return cpu, rows
+
+
+def _quiet(pid: int) -> None:
+    """Until the process has used no CPU for 1.5 s (more than its 1 s flush interval)."""
+    last, since = _cpu(pid), time.monotonic()
+    while time.monotonic() - since < 1.5:
+        time.sleep(0.25)
+        now = _cpu(pid)
+        if now != last:
+            last, since = now, time.monotonic()
+
+
+def piped(a: argparse.Namespace) -> None:
+    recs = [pickle.loads(b) for b in records(200 + int(a.piped * a.seconds))]
+    variants = {f"gather {GATHER * 1000:g} ms": GATHER, "gather 0": 0.0}
+    res: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(a.reps):
+        for name, gather in variants.items():
+            cpu, rows = _piped_run(recs, a.piped, a.seconds, gather)
+            if rows != int(a.piped * a.seconds):
+                raise SystemExit(f"bench_worker: {rows} exchange rows written for {int(a.piped * a.seconds)} sent")
+            res[name].append(cpu / rows * 1e6)
+    print(
+        f"{a.piped:g} unary exchanges/s for {a.seconds:g} s through the channel x {a.reps} interleaved reps; the "
+        "worker process's CPU microseconds per exchange (after a warm-up; wake-ups and flushes included): "
+        "median [min-max]"
+    )
+    for name, values in res.items():
+        print(f"  {name:14} {statistics.median(values):7.1f} [{min(values):.1f}-{max(values):.1f}]")
+    names = list(res)
+    print(f"  ratio {statistics.median(res[names[0]]) / statistics.median(res[names[1]]):.2f}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--exchanges", type=int, default=2000)
     p.add_argument("--reps", type=int, default=7)
+    p.add_argument("--piped", type=float, metavar="RATE", help="exchanges/s through a real worker process")
+    p.add_argument("--seconds", type=float, default=5.0)
     a = p.parse_args()
+    if a.piped:
+        piped(a)
+        return
     with tempfile.TemporaryDirectory() as tmp:
-        config: dict[str, Any] = {
-            "dir": tmp, "text": "keep", "salt": "", "flush_interval": 1.0, "rollover_rows": 250_000,
-            "rollover_seconds": 300.0, "max_body": 16 << 20, "max_events": 10_000, "summary": "off",
-        }  # fmt: skip
-        worker = Worker(config)
+        worker = Worker(_config(tmp))
         blobs = records(a.exchanges)
         for blob in blobs[:200]:  # warm-up: lazy imports (pandas, on the first Arrow conversion), first files
             worker.handle(pickle.loads(blob))

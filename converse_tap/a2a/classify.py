@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from . import fastjson
 from .constants import CARD_METHOD, JSONRPC_V03_METHODS, JSONRPC_V1_METHODS, STREAMING_METHODS
 from .headers import Headers
 
@@ -81,7 +82,7 @@ def _loads(body: bytes | None) -> Any:
     if not body:
         return None
     try:
-        return json.loads(body)
+        return fastjson.loads(body)
     except (ValueError, RecursionError):
         return None
 

@@ -16,6 +16,7 @@ from .constants import (
     OWNERSHIP_STATES,
     ROUTINE_STATUSES,
 )
+from .redact import stored_json
 
 # Flattened envelope columns, all None when the envelope is absent.
 ENVELOPE_FIELDS = (
@@ -120,7 +121,7 @@ def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
     """Flatten one envelope into the message columns. Never raises; odd shapes become anomalies."""
     out = empty_envelope()
     try:
-        out["envelope_json"] = json.dumps(raw, sort_keys=True, ensure_ascii=False, default=str)
+        out["envelope_json"] = stored_json(raw)
     except ValueError:  # e.g. circular structures cannot come from JSON, but NaN handling may complain
         out["envelope_json"] = None
     if not isinstance(raw, dict):

@@ -30,6 +30,7 @@ _SHAPES = re.compile(
     r"|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bAKIA[0-9A-Z]{16}\b|\bAIza[0-9A-Za-z_-]{35}"
 )
 _SHAPE_HINTS = ("eyJ", "sk", "pk_", "rk_", "gh", "github_pat_", "glpat-", "xox", "AKIA", "AIza")
+_HINT = re.compile("|".join(map(re.escape, _SHAPE_HINTS)))  # any hint as a substring, in one scan
 # every shape is a run of these characters at least this long: text without such a run is let through at once
 _CANDIDATE = re.compile(r"[A-Za-z0-9_.-]{14,}")
 # `;name=value` path parameters (`;jsessionid=...`): the value of a secret-looking name
@@ -50,7 +51,7 @@ def _shape(m: re.Match[str]) -> str:
         segments = token.split(".")
         if all(len(x) >= 12 for x in segments) and any(c.isupper() for c in segments[0]):
             return REDACTED
-    return _SHAPES.sub(REDACTED, token) if any(h in token for h in _SHAPE_HINTS) else token
+    return _SHAPES.sub(REDACTED, token) if _HINT.search(token) else token
 
 
 def redact_shapes(text: str) -> str:
@@ -129,9 +130,39 @@ class Redaction:
 
     def log_text(self, text: str) -> str:
         """Free text such as a log line: every URL in it redacted, userinfo anywhere dropped, shapes replaced."""
+        if not self.patterns:  # built-in rules only: a pure function of the text, cached for short strings
+            return _builtin_text(text) if len(text) <= _CACHED_TEXT else _builtin_text.__wrapped__(text)
         if "://" in text:
             text = _TEXT_USERINFO.sub(r"\1", _TEXT_URL.sub(lambda m: self.url(m.group(0)), text))
         return self.text(redact_shapes(text))
+
+    def changes(self, value: Any) -> bool:
+        """Whether `json_urls` would change any string of a JSON value (keys too). A loop, not a recursion:
+        it runs over every envelope with a URL in it."""
+        strings: list[str] = []
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, str):
+                strings.append(v)
+            elif isinstance(v, dict):
+                strings.extend(k for k in v if isinstance(k, str))
+                stack.extend(v.values())
+            elif isinstance(v, list):
+                stack.extend(v)
+        if self.patterns:
+            return any(self.log_text(s) != s for s in strings)
+        search, clean = _CANDIDATE.search, _UNCHANGED
+        for s in strings:
+            if s in clean:
+                continue
+            if ("://" in s or search(s)) and self.log_text(s) != s:  # only a URL or a shape's run can change
+                return True
+            if len(s) <= _CACHED_TEXT:
+                if len(clean) >= _UNCHANGED_MAX:
+                    clean.clear()
+                clean.add(s)
+        return False
 
     def json_urls(self, value: Any) -> Any:
         """A copy of a JSON value with every string (keys too) redacted as free text (for a stored agent card)."""
@@ -171,13 +202,38 @@ def redact_url(url: str, redaction: Redaction = NO_OPERATOR_PATTERNS) -> str:
     return redaction.url(url)
 
 
-def redact_card_json(card: Any, redaction: Redaction = NO_OPERATOR_PATTERNS) -> str:
+_CACHED_TEXT = 512  # strings up to this long have their built-in redaction cached (keys, titles, URLs)
+
+
+# short strings the built-in rules leave as they are (keys, enum values, titles): a set lookup, not a redaction
+_UNCHANGED: set[str] = set()
+_UNCHANGED_MAX = 8192
+
+
+@lru_cache(maxsize=8192)
+def _builtin_text(text: str) -> str:
+    """`Redaction.log_text` without operator patterns."""
+    if "://" in text:
+        text = _TEXT_USERINFO.sub(r"\1", _TEXT_URL.sub(lambda m: _builtin(m.group(0)), text))
+    return redact_shapes(text)
+
+
+# json.dumps(sort_keys=True, ensure_ascii=False, default=str), without building an encoder per call
+_STORED_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
+stored_json = _STORED_JSON.encode
+
+
+def redact_card_json(card: Any, redaction: Redaction = NO_OPERATOR_PATTERNS, text: str | None = None) -> str:
     """A JSON document (a card, an envelope) as stored: every string in it redacted as free text when the
-    document holds a URL (or the operator has patterns)."""
-    text = json.dumps(card, sort_keys=True, ensure_ascii=False, default=str)
+    document holds a URL (or the operator has patterns). `text`: the document's `stored_json`, when the caller
+    has it already."""
+    if text is None:
+        text = stored_json(card)
     if not redaction.patterns and "://" not in text:
         return text  # the common case, without walking the document
-    return json.dumps(redaction.json_urls(card), sort_keys=True, ensure_ascii=False, default=str)
+    if not redaction.changes(card):
+        return text  # nothing to redact: the copy would serialise to the same text
+    return stored_json(redaction.json_urls(card))
 
 
 class LogRedactor(logging.Filter):

@@ -199,3 +199,43 @@ def test_the_fast_paths_never_miss_a_shape(text: str) -> None:
     from converse_tap.a2a.redact import _SHAPES, redact_shapes
 
     assert redact_shapes(text) == _SHAPES.sub(REDACTED, text)
+
+
+def _reference_log_text(text: str) -> str:
+    """Redaction.log_text as it was written before its cache: URLs, userinfo, then shapes."""
+    from converse_tap.a2a.redact import _TEXT_URL, _TEXT_USERINFO, redact_shapes
+
+    if "://" in text:
+        text = _TEXT_USERINFO.sub(r"\1", _TEXT_URL.sub(lambda m: Redaction().url(m.group(0)), text))
+    return redact_shapes(text)
+
+
+_PIECES = st.sampled_from(
+    ["https://h/a", "http://u:pw@h/x", "?token=T", JWT, "sk_live_ABCDEFGHIJKLMN", " ", '"', "\\", "\n", "é", "ab"]
+)
+_STRINGS = st.lists(_PIECES, max_size=6).map("".join)
+_DOCS = st.recursive(
+    st.none() | st.booleans() | st.integers() | _STRINGS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_STRINGS, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(_STRINGS)
+def test_cached_log_text_is_the_reference(text: str) -> None:
+    assert Redaction().log_text(text) == _reference_log_text(text)
+    assert Redaction().log_text(text * 100) == _reference_log_text(text * 100)  # past the cache's length
+
+
+@given(_DOCS)
+def test_stored_document_is_the_redacted_copy_serialised(doc: object) -> None:
+    """The shortcut (no string would change: the first serialisation is kept) gives what the full path gives."""
+    from converse_tap.a2a.redact import redact_card_json, stored_json
+
+    for redaction in (Redaction(), Redaction.from_patterns(["pw"])):
+        full = json.dumps(doc, sort_keys=True, ensure_ascii=False, default=str)
+        if redaction.patterns or "://" in full:  # as before: a document without a URL is stored as it came
+            full = json.dumps(redaction.json_urls(doc), sort_keys=True, ensure_ascii=False, default=str)
+        assert redact_card_json(doc, redaction) == full
+        assert redact_card_json(doc, redaction, stored_json(doc)) == full
+    assert stored_json(doc) == json.dumps(doc, sort_keys=True, ensure_ascii=False, default=str)

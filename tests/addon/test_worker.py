@@ -61,7 +61,7 @@ def test_an_extraction_failure_is_an_anomaly_on_its_own_row(tmp_path: Path, monk
         None,
     )
     w.handle(ok)
-    monkeypatch.setattr(extract_module._Ctx, "payload", broken)
+    monkeypatch.setattr(extract_module.Ctx, "payload", broken)
     caplog.set_level(logging.ERROR)
     for i in range(3):
         w.handle(("x", f"bad-{i}", *ok[2:]))

@@ -191,3 +191,35 @@ def test_a_dataset_directory_removed_mid_run_is_counted_not_silent(tmp_path: Pat
     assert w.stats.rows_dropped == 9  # 3 exchanges + 6 messages journaled into the removed directory
     assert "vanished with 3 journaled exchanges rows" in caplog.text
     assert load(root, "messages")["message_id"].tolist() == ["m-user", "m-99"]
+
+
+def test_rows_to_batch_is_from_pylist(tmp_path: Path) -> None:
+    """The writer's row building gives the batches pyarrow's own `from_pylist` gives, for every table, over the
+    rows of a generated capture and the golden flows; a row it cannot store fails both ways."""
+    import pyarrow as pa
+
+    from converse_tap import flowfile
+    from converse_tap.addon.flows import exchange_from_flow
+    from converse_tap.store.schema import TABLES
+    from converse_tap.store.writer import _TS_COLUMNS, _to_micros, rows_to_batch
+    from tests.captures import write_capture
+    from tests.golden.sample import sample_flows
+
+    exchanges = [*flowfile.read(write_capture(tmp_path / "c.mitm", 400)), *map(exchange_from_flow, sample_flows())]
+    exts = [e for e in (extract(x, TextPolicy()) for x in exchanges) if e is not None]
+    rows = {"exchanges": [e.exchange for e in exts], "messages": [m for e in exts for m in e.messages]}
+    rows["agent_cards"] = [c for e in exts for c in e.agent_cards]
+    for table, schema in TABLES.items():
+        _to_micros(rows[table], _TS_COLUMNS[table])
+        assert len(rows[table]) > 10, table
+        fast = rows_to_batch(rows[table], schema)
+        assert fast.equals(pa.RecordBatch.from_pylist(rows[table], schema=schema)), table
+        assert fast.schema.equals(schema, check_metadata=True)
+        short = [{k: v for k, v in r.items() if k != "agent_id"} for r in rows[table][:5]]  # a key missing: null
+        assert rows_to_batch(short, schema).equals(pa.RecordBatch.from_pylist(short, schema=schema))
+        assert rows_to_batch([], schema).equals(pa.RecordBatch.from_pylist([], schema=schema))
+    bad = [dict(rows["exchanges"][0], status_code="200")]
+    with pytest.raises(writer_module._UNSTORABLE):
+        pa.RecordBatch.from_pylist(bad, schema=TABLES["exchanges"])
+    with pytest.raises(writer_module._UNSTORABLE):
+        rows_to_batch(bad, TABLES["exchanges"])

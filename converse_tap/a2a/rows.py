@@ -1,0 +1,220 @@
+"""The rows of one response document: its message sightings (with the envelope), agent cards and error fields."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .card import card_fields
+from .classify import A2ARequest
+from .envelope import empty_envelope, find_envelope, flatten_envelope
+from .exchange import HttpExchange
+from .objects import Sighting, Walk, extensions_of, get, normalise_role, part_kind, parts_of, text_of, walk_result
+from .redact import Redaction, TextPolicy, redact_card_json
+
+MESSAGE_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
+
+
+@dataclass(slots=True)
+class Extraction:
+    exchange: dict[str, Any]
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    agent_cards: list[dict[str, Any]] = field(default_factory=list)
+    first_event: float | None = None  # when a stream's first SSE event arrived (not a column: live metrics only)
+
+
+def error_fields(err: Any) -> dict[str, Any]:
+    """JSON-RPC error object or REST error body -> code/status/message/reason."""
+    out: dict[str, Any] = {
+        "error_code": None,
+        "error_status": None,
+        "error_message": None,
+        "error_reason": None,
+    }
+    if not isinstance(err, dict):
+        out["error_message"] = None if err is None else str(err)[:500]
+        return out
+    if isinstance(err.get("error"), dict):  # REST {"error": {...}} or a whole JSON-RPC response
+        err = err["error"]
+    code = err.get("code", err.get("status") if isinstance(err.get("status"), int) else None)
+    if isinstance(code, int | float) and not isinstance(code, bool) and math.isfinite(code):
+        out["error_code"] = int(code)  # one the column cannot hold is mended, flagged, by the writer
+    status = err.get("status")
+    out["error_status"] = status if isinstance(status, str) else None
+    msg = err.get("message", err.get("detail", err.get("title")))
+    out["error_message"] = msg if isinstance(msg, str) else None
+    details = err.get("data", err.get("details"))
+    if isinstance(details, dict):
+        details = [details]
+    if isinstance(details, list):
+        for d in details:
+            if isinstance(d, dict) and isinstance(d.get("reason"), str):
+                out["error_reason"] = d["reason"]
+                break
+    return out
+
+
+@dataclass(slots=True)
+class Ctx:
+    ex: HttpExchange
+    policy: TextPolicy
+    req: A2ARequest
+    out: Extraction
+    agent: str
+    agent_url: str
+    agent_id: str | None
+    converse_requested: bool
+    redaction: Redaction
+
+    def payload(self, doc: Any, walk: Walk, event_index: int | None, error_event: bool, ts: float | None) -> bool:
+        """Handle one parsed response document; returns True when it confirms the exchange is A2A."""
+        row = self.out.exchange
+        req = self.req
+        where = "" if event_index is None else f"event[{event_index}]"
+        if req.binding == "card":
+            self._card(doc, "well-known", ts)
+            return True
+        if req.binding == "jsonrpc":
+            if not isinstance(doc, dict):
+                row["anomalies"].append(f"jsonrpc_response_not_object{':' + where if where else ''}")
+                return False
+            if (
+                req.jsonrpc_id is not None
+                and "id" in doc
+                and doc["id"] is not None
+                and str(doc["id"]) != req.jsonrpc_id
+            ):
+                row["anomalies"].append("jsonrpc_id_mismatch")
+            if "error" in doc or error_event:
+                self._error(doc.get("error", doc))
+                return True
+            if "result" not in doc:
+                row["anomalies"].append(f"jsonrpc_without_result{':' + where if where else ''}")
+                return False
+            result = doc["result"]
+            if req.method == "GetExtendedAgentCard":
+                self._card(result, "extended", ts)
+                return True
+            before = len(walk.sightings)
+            walk_result(result, "result" if event_index is None else f"event[{event_index}].result", walk)
+            self._sightings(walk, before, event_index, ts)
+            return True
+        # REST
+        status = self.ex.status or 0
+        if error_event or status >= 400 or (isinstance(doc, dict) and "error" in doc and len(doc) <= 2):
+            self._error(doc)
+            return is_a2a_error(doc)
+        if req.method == "GetExtendedAgentCard":
+            self._card(doc, "extended", ts)
+            return isinstance(doc, dict) and ("skills" in doc or "capabilities" in doc)
+        before = len(walk.sightings)
+        kinds = len(walk.event_kinds)
+        walk_result(doc, "body" if event_index is None else f"event[{event_index}]", walk)
+        self._sightings(walk, before, event_index, ts)
+        return len(walk.event_kinds) > kinds or (isinstance(doc, dict) and isinstance(doc.get("tasks"), list))
+
+    def _error(self, err: Any) -> None:
+        row = self.out.exchange
+        fields = error_fields(err)
+        if fields["error_message"] is not None:  # servers quote the URL they were asked for, userinfo and all
+            fields["error_message"] = self.redaction.log_text(fields["error_message"])
+        if row["error_code"] is None and row["error_message"] is None:
+            row.update(fields)
+
+    def _card(self, doc: Any, source: str, ts: float | None) -> None:
+        anomalies: list[str] = []
+        fields = card_fields(doc, anomalies, self.redaction)
+        card_row = {
+            "exchange_id": self.ex.id,
+            "ts": ts,
+            "url": self.redaction.url(self.ex.url),
+            "agent": self.agent,
+            "agent_url": self.agent_url,
+            "agent_id": self.agent_id,
+            "source": source,
+            **fields,
+            "anomalies": anomalies,
+        }
+        self.out.agent_cards.append(card_row)
+
+    def _sightings(self, walk: Walk, start: int, event_index: int | None, ts: float | None) -> None:
+        for s in walk.sightings[start:]:
+            self.add(s, "response", event_index, ts)
+
+    def add(self, s: Sighting, direction: str, event_index: int | None, ts: float | None) -> None:
+        anomalies: list[str] = []
+        obj = s.obj
+        is_artifact = s.object_kind == "artifact"
+        role = None if is_artifact else normalise_role(obj.get("role"), anomalies)
+        parts = parts_of(obj)
+        text = text_of(parts)
+        exts = extensions_of(obj, anomalies)
+        present, raw = find_envelope(obj.get("metadata"), exts, anomalies, agent_side=role != "user")
+        env = flatten_envelope(raw, anomalies) if present else empty_envelope()
+        for c in env.get("citations") or []:
+            c["source_url"] = self.redaction.maybe_url(c["source_url"])
+        stored = env.get("envelope_json")
+        if stored is not None and (self.redaction.patterns or "://" in stored):  # else there is nothing to redact
+            env["envelope_json"] = redact_card_json(raw, self.redaction, stored)
+        if (
+            not present
+            and self.converse_requested
+            and direction == "response"
+            and role != "user"
+            and ".history[" not in s.location
+            and self.req.method in MESSAGE_METHODS
+        ):
+            anomalies.append("envelope_missing")
+        ident = get(obj, "artifactId") if is_artifact else get(obj, "messageId")
+        self.out.messages.append(
+            {
+                "exchange_id": self.ex.id,
+                "seq": len(self.out.messages),
+                "ts": ts,
+                "direction": direction,
+                "event_index": event_index,
+                "event_kind": s.event_kind,
+                "location": s.location,
+                "object_kind": s.object_kind,
+                "agent": self.agent,
+                "agent_url": self.agent_url,
+                "agent_id": self.agent_id,
+                "binding": self.req.binding,
+                "dialect": self.req.dialect,
+                "method": self.req.method,
+                "message_id": ident if isinstance(ident, str) and ident else None,
+                "artifact_name": obj.get("name") if is_artifact and isinstance(obj.get("name"), str) else None,
+                "context_id": id_or_none(get(obj, "contextId")) or s.context_id,
+                "task_id": id_or_none(get(obj, "taskId")) or s.task_id,
+                "role": role,
+                "task_state": s.task_state,
+                "text": self.policy.apply(text),
+                "text_length": None if text is None else len(text),
+                "part_kinds": [part_kind(p) for p in parts],
+                "extensions": exts,
+                "has_envelope": present,
+                **env,
+                "anomalies": anomalies,
+            }
+        )
+        if not isinstance(ident, str) or not ident:
+            anomalies.append("missing:artifactId" if is_artifact else "missing:messageId")
+
+
+def id_or_none(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    return value if isinstance(value, str) else str(value)
+
+
+def is_a2a_error(doc: Any) -> bool:
+    if not isinstance(doc, dict):
+        return False
+    err = doc.get("error")
+    if not isinstance(err, dict):
+        return False
+    details = err.get("details")
+    return isinstance(details, list) and any(
+        isinstance(d, dict) and d.get("domain") == "a2a-protocol.org" for d in details
+    )
