@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlparse
 import pandas as pd
 import pyarrow as pa
 
-from ..store.reader import table_files
+from ..store.reader import Journals, table_files
 from ..store.schema import TABLES
 from .engine import Engine, _arrow, _journaled, _journals_then_files, _window_sql
 from .load import CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Window
@@ -85,7 +85,7 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
         **(conf or {}),
     }
     if (master or "local").startswith("local"):
-        settings.setdefault("spark.sql.shuffle.partitions", "8")
+        settings.setdefault("spark.sql.shuffle.partitions", "2")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # local workers run the driver's interpreter
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -179,8 +179,9 @@ class SparkEngine(Engine):
         the session `spark` (left running on close) or one started here on `master` (stopped on close)."""
         window = window or Window()
         s3 = is_s3(root)
-        own = spark is None
-        if own:
+        own = False
+        if spark is None:
+            own = _active() is None  # one already running (spark-submit's, a test's) stays
             spark = spark_session(master, {**(s3a_conf() if s3 else {}), **(conf or {})})
         con = SparkConnection(spark, own)
         try:
@@ -199,6 +200,14 @@ class SparkEngine(Engine):
 
     def cards(self) -> pd.DataFrame:
         return self.df("SELECT * FROM agent_cards").drop(columns=["pos"])
+
+
+def _active() -> Any:
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as e:
+        raise SparkUnavailable(f"--engine spark needs pyspark: {INSTALL}") from e
+    return SparkSession.getActiveSession()
 
 
 def _key(uri: str) -> str:
@@ -224,8 +233,6 @@ def _views(
     first = window.since.strftime("%Y-%m-%d") if window.since else None
     last = window.until.strftime("%Y-%m-%d") if window.until else None
     if s3:
-        from ..store.reader import Journals
-
         journals, listed = Journals(), {}  # an s3 dataset's journals stay with its recorders
     else:
         journals, listed = _journals_then_files(root, first, last)
@@ -285,4 +292,4 @@ def _views(
     return [t for t in TABLES if t in present], skipped, journals, listed
 
 
-__all__ = ["SparkEngine", "SparkUnavailable", "s3a_conf", "spark_session", "table_files"]
+__all__ = ["INSTALL", "SparkEngine", "SparkUnavailable", "s3a_conf", "spark_session", "table_files"]
