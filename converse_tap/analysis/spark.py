@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import sys
-import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -23,7 +22,7 @@ from urllib.parse import unquote, urlparse
 import pandas as pd
 import pyarrow as pa
 
-from ..store.reader import Journals, table_files
+from ..store.reader import Journals, TableFiles, table_files
 from ..store.schema import TABLES
 from .engine import Engine, _arrow, _journaled, _journals_then_files, _window_sql
 from .load import CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Window
@@ -111,6 +110,15 @@ class _Result:
         return [tuple(r.values()) for r in table.to_pylist()]
 
 
+def _table_name(tree: Any) -> str:
+    from sqlglot import exp
+
+    table = tree.find(exp.Table)
+    if table is None:
+        raise ValueError(f"no table named in {tree.sql()}")
+    return str(table.name)
+
+
 class SparkConnection:
     """What an `Engine` asks of its connection (`sql`, `execute`, `register`, `close`), on a Spark session: each
     statement is DuckDB's text transpiled to Spark SQL; a temporary table is a temporary view of a
@@ -130,7 +138,7 @@ class SparkConnection:
 
         tree = sqlglot.parse_one(text, read="duckdb")
         if isinstance(tree, exp.Create):
-            name = tree.find(exp.Table).name
+            name = _table_name(tree)
             body = to_spark(tree.expression.sql(dialect="duckdb"))
             if tree.kind == "TABLE":  # materialised (memory, then disk), no longer resting on what it was built from
                 frame = self.spark.sql(body).localCheckpoint(eager=True)
@@ -140,7 +148,7 @@ class SparkConnection:
                 self.spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {name} AS {body}")
             self.views.append(name)
         elif isinstance(tree, exp.Drop):
-            self._drop(tree.find(exp.Table).name)
+            self._drop(_table_name(tree))
         else:
             self.spark.sql(to_spark(text))
 
@@ -189,14 +197,9 @@ class SparkEngine(Engine):
         except BaseException:
             con.close()
             raise
-        engine = cls(cast(Any, con), str(root), present, "")
+        engine = cls(cast(Any, con), str(root), present, "")  # closed as a DuckDB one is: con.close()
         engine.skipped, engine.journals, engine.listed = skipped, journals, listed
         return engine
-
-    def __init__(self, con: Any, root: str, present: list[str], spill: str) -> None:
-        super().__init__(con, root, present, spill)
-        self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, con.close)
 
     def cards(self) -> pd.DataFrame:
         return self.df("SELECT * FROM agent_cards").drop(columns=["pos"])
@@ -233,7 +236,8 @@ def _views(
     first = window.since.strftime("%Y-%m-%d") if window.since else None
     last = window.until.strftime("%Y-%m-%d") if window.until else None
     if s3:
-        journals, listed = Journals(), {}  # an s3 dataset's journals stay with its recorders
+        # an s3 dataset's journals stay on its recorders' hosts until rolled
+        journals, listed = Journals(), cast(dict[str, TableFiles], {})
     else:
         journals, listed = _journals_then_files(root, first, last)
     present: list[str] = []

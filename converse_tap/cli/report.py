@@ -213,7 +213,14 @@ def check(
     check_source(dataset, window, memory_limit)
     by = ("agent",) if per_agent else ()
     report = _report(
-        dataset, window, memory_limit, error=UsageError, require_data=True, by=by, engine=engine, spark_master=spark_master
+        dataset,
+        window,
+        memory_limit,
+        error=UsageError,
+        require_data=True,
+        by=by,
+        engine=engine,
+        spark_master=spark_master,
     )
     outcomes = evaluate(report, thresholds, per_agent, allow_empty)
     failed = [o for o in outcomes if not o.passed]

@@ -14,15 +14,14 @@ from typing import Any
 
 import pytest
 
+from converse_tap.analysis import engine as sql
 from converse_tap.analysis.engine import Engine
 from converse_tap.analysis.load import Window, parse_when
 from converse_tap.analysis.report import build_report
 from converse_tap.analysis.spark import SparkEngine, s3a_conf, spark_session
 from converse_tap.analysis.spark_sql import to_spark
-from converse_tap.analysis import engine as sql
 from tests.cli_helpers import invoke
 
-pytest.importorskip("pyspark")
 BY = ("agent", "day", "routine")
 
 
@@ -132,6 +131,7 @@ def test_s3a_settings_come_from_the_aws_environment() -> None:
     assert conf[pre + "endpoint"] == "http://127.0.0.1:9000"
     assert conf[pre + "path.style.access"] == "true" and conf[pre + "connection.ssl.enabled"] == "false"
     assert conf[pre + "endpoint.region"] == "eu-west-1"
-    assert (conf[pre + "access.key"], conf[pre + "secret.key"], conf[pre + "session.token"]) == ("id", "secret", "token")
+    keys = (conf[pre + "access.key"], conf[pre + "secret.key"], conf[pre + "session.token"])
+    assert keys == ("id", "secret", "token")
     assert conf[pre + "aws.credentials.provider"].endswith("TemporaryAWSCredentialsProvider")
     assert s3a_conf({}) == {}  # no keys: s3a's own provider chain (instance profile, web identity)
