@@ -71,6 +71,8 @@ def main() -> None:
         for _ in range(args.reps):  # interleaved
             for engine in runs:
                 runs[engine].append(_child("--measure", engine, str(root), "--driver-memory", args.driver_memory))
+                seconds, m = runs[engine][-1]
+                print(f"  ({engine}: process {seconds:.2f}s, report {m['report']:.2f}s)", flush=True)
         digests = {r[1]["digest"] for rs in runs.values() for r in rs}
         wall = {e: statistics.median(s for s, _ in r) for e, r in runs.items()}
         report = {e: statistics.median(m["report"] for _, m in r) for e, r in runs.items()}

@@ -230,6 +230,7 @@ def _spark_schema(spark: Any, table: str, columns: list[str]) -> Any:
 def _views(
     con: SparkConnection, root: str, window: Window, s3: bool
 ) -> tuple[list[str], list[tuple[str, str]], Any, dict[str, Any]]:
+    from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
     spark = con.spark
@@ -252,10 +253,15 @@ def _views(
         reader = spark.read.option("mergeSchema", "true")
         if s3:
             base = "s3a://" + root.split("://", 1)[1].rstrip("/") + f"/{table}"
-            scan = reader.parquet(base)
-            if first is not None:
+            try:
+                scan = reader.parquet(base)
+            except AnalysisException as e:
+                if "PATH_NOT_FOUND" not in str(e):
+                    raise
+                scan = spark.createDataFrame([], _spark_schema(spark, table, columns))  # a table never written
+            if first is not None and "date" in scan.columns:
                 scan = scan.where(F.col("date") >= first)  # partition pruning on the date= directories
-            if last is not None:
+            if last is not None and "date" in scan.columns:
                 scan = scan.where(F.col("date") <= last)
             files = sorted(_local(u) for u in scan.inputFiles())
         else:
