@@ -1,5 +1,5 @@
-"""python -m converse_tap: the converse-tap command line."""
+"""python -m converse_tap: the converse-tap command line (also the file to hand spark-submit, hence absolute)."""
 
-from .cli import main
+from converse_tap.cli import main
 
 main()

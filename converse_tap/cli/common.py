@@ -68,6 +68,23 @@ def window_options(f: Any) -> Any:
     return f
 
 
+def engine_options(f: Any) -> Any:
+    """--engine, --spark-master: which engine runs the metric definitions (the same SQL on both)."""
+    f = click.option(
+        "--spark-master",
+        metavar="URL",
+        help="With --engine spark: the cluster master (spark://host:7077, yarn, k8s://..., local[4]); default "
+        "spark-submit's master, else local[*].",
+    )(f)
+    return click.option(
+        "--engine",
+        type=click.Choice(["duckdb", "spark"]),
+        default="duckdb",
+        show_default=True,
+        help="Run the report on DuckDB in this process, or on Apache Spark (the `spark` extra and Java 17).",
+    )(f)
+
+
 def _memory_size(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value is not None and not re.fullmatch(r"\d+(\.\d+)?\s*([KMGT]i?B|B)", value.strip(), re.IGNORECASE):
         raise click.BadParameter(f"{value!r} is not a size; give a number and a unit, like 500MB or 4GB")
@@ -114,16 +131,22 @@ def _report(
     from ..analysis.engine import DEFAULT_MEMORY_LIMIT, Engine
     from ..analysis.report import build_report
 
+    kind, master = options.pop("engine", "duckdb"), options.pop("spark_master", None)
+    failures: tuple[type[Exception], ...] = (OSError, ValueError, duckdb.Error)
     try:
-        engine = Engine.over_dataset(dataset, window, memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT)
-    except (OSError, ValueError, duckdb.Error) as e:
+        if kind == "spark":
+            failures += _spark_errors()
+            engine = _spark_engine(dataset, window, master)
+        else:
+            engine = Engine.over_dataset(dataset, window, memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT)
+    except failures as e:
         raise read_error(e, dataset, error) from e
     try:
         _skipped(engine.skipped, error if options.get("require_data") else None)
         # a dataset (check_source said so) with no rows in the window: the empty basis is what `check` reports
         options.pop("require_data", None)
         return build_report(engine, window, **options)
-    except (OSError, duckdb.Error) as e:
+    except failures as e:
         raise read_error(e, dataset, error) from e
     finally:
         engine.close()
@@ -133,3 +156,26 @@ def _fmt(v: float | None, share: bool) -> str:
     if v is None:
         return "no data"
     return f"{v * 100:.1f}%" if share else f"{v:g}"
+
+
+def _spark_errors() -> tuple[type[Exception], ...]:
+    """What Spark raises on a dataset it cannot read (none without pyspark: `_spark_engine` says to install it)."""
+    try:
+        from py4j.protocol import Py4JError
+        from pyspark.errors import PySparkException
+    except ImportError:
+        return ()
+
+    return (PySparkException, Py4JError)
+
+
+def _spark_engine(dataset: Path, window: Window, master: str | None) -> Any:
+    """A Spark engine over the dataset; pyspark or Java missing is a usage error saying what to install."""
+    try:
+        from ..analysis.spark import SparkEngine, SparkUnavailable
+    except ImportError:  # sqlglot, which transpiles the SQL, comes with the extra too
+        raise UsageError("--engine spark needs the spark extra: pip install 'a2a-converse-tap[spark]'") from None
+    try:
+        return SparkEngine.over_spark(dataset, window, master=master)
+    except SparkUnavailable as e:
+        raise UsageError(str(e)) from None

@@ -24,7 +24,7 @@ from .guards import (
 if TYPE_CHECKING:  # the analysis imports pandas: only the commands that need it load it
     pass
 from .base import cli
-from .common import _duration, _fmt, _load, _report, _skipped, _window, window_options
+from .common import _duration, _fmt, _load, _report, _skipped, _window, engine_options, window_options
 
 
 @cli.command()
@@ -55,6 +55,7 @@ from .common import _duration, _fmt, _load, _report, _skipped, _window, window_o
     help="Up to N example conversations under each breakdown, with the `show` command to open one "
     "(default: 0; 20 in HTML, where each count opens its examples and their transcripts).",
 )
+@engine_options
 def report(
     dataset: Dataset,
     fmt: str,
@@ -66,6 +67,8 @@ def report(
     memory_limit: str | None,
     stale_after: str | None,
     examples: int | None,
+    engine: str,
+    spark_master: str | None,
 ) -> None:
     """Report coverage, authors, routines, invocations, citations and conformance of a dataset.
 
@@ -89,10 +92,20 @@ def report(
     check_source(dataset, window, memory_limit)
     if fmt == "html":  # the charts want these breakdowns
         by = tuple(dict.fromkeys((*by, "agent", "day")))
+    if engine == "spark" and examples:
+        raise UsageError("--examples runs on DuckDB only; leave it out with --engine spark")
     if examples is None:
-        examples = 20 if fmt == "html" else 0
+        examples = 20 if fmt == "html" and engine == "duckdb" else 0
     report_dict = _report(
-        dataset, window, memory_limit, by=by, stale_after=stale, examples=examples, transcripts=fmt == "html"
+        dataset,
+        window,
+        memory_limit,
+        by=by,
+        stale_after=stale,
+        examples=examples,
+        transcripts=fmt == "html" and bool(examples),
+        engine=engine,
+        spark_master=spark_master,
     )
     if fmt == "text" and output is None:  # on a terminal, every table fits its width
         from ..analysis.render import terminal_width, to_text
@@ -151,6 +164,7 @@ def report(
     show_default=True,
     help="junit: JUnit XML for CI, one test case per threshold and agent.",
 )
+@engine_options
 def check(
     dataset: Dataset,
     max_unanswered_share: float | None,
@@ -168,6 +182,8 @@ def check(
     until: str | None,
     memory_limit: str | None,
     fmt: str,
+    engine: str,
+    spark_master: str | None,
 ) -> None:
     """Gate on recorded traffic: exit 0 when every threshold holds, 1 when one fails, 2 on a usage or data error.
 
@@ -198,7 +214,16 @@ def check(
     window = _window(agents, since, until)
     check_source(dataset, window, memory_limit)
     by = ("agent",) if per_agent else ()
-    report = _report(dataset, window, memory_limit, error=UsageError, require_data=True, by=by)
+    report = _report(
+        dataset,
+        window,
+        memory_limit,
+        error=UsageError,
+        require_data=True,
+        by=by,
+        engine=engine,
+        spark_master=spark_master,
+    )
     outcomes = evaluate(report, thresholds, per_agent, allow_empty)
     failed = [o for o in outcomes if not o.passed]
     empty = [o for o in outcomes if o.empty and not allow_empty]

@@ -1,0 +1,305 @@
+"""The report on Apache Spark: the same SQL as engine.py (transpiled by `spark_sql.to_spark`), run by a Spark
+session over the dataset's Parquet files, local (`local[2]`) or on a cluster (`--spark-master`, spark-submit).
+
+The seam is the engine's connection: `SparkEngine` is an `Engine` whose connection runs each statement on Spark.
+Its views are `sightings`, `exchanges` and `agent_cards`, read with `spark.read.parquet`; `replies` and
+`last_verdicts` are cached temporary views (`CACHE TABLE`, memory then disk). The report's pandas stages run over
+the small aggregates the SQL returns (counts per agent, day and routine; one row per routine instance), which are
+collected to the driver as Arrow.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast
+from urllib.parse import unquote, urlparse
+
+import pandas as pd
+import pyarrow as pa
+
+from ..store.reader import Journals, TableFiles, table_files
+from ..store.schema import TABLES
+from .engine import Engine, _arrow, _journaled, _journals_then_files, _window_sql
+from .load import CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Window
+from .spark_sql import to_spark
+
+INSTALL = "pip install 'a2a-converse-tap[spark]'"
+JAVA = "Spark needs Java 17 or later: install it (e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+
+
+class SparkUnavailable(RuntimeError):
+    """pyspark or Java is missing, or the session could not start: the message says what to install."""
+
+
+def s3a_conf(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Hadoop s3a settings from the standard AWS environment variables (endpoint, region, credentials), for a
+    dataset on s3://. Without keys in the environment, s3a's own chain (instance profile, web identity) applies."""
+    env = os.environ if env is None else env
+    conf = {}
+    pre = "spark.hadoop.fs.s3a."
+    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        conf[pre + "endpoint"] = endpoint
+        conf[pre + "path.style.access"] = "true"  # MinIO and most S3-compatible stores
+        conf[pre + "connection.ssl.enabled"] = str(endpoint.startswith("https://")).lower()
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if region:
+        conf[pre + "endpoint.region"] = region
+    if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
+        conf[pre + "access.key"] = env["AWS_ACCESS_KEY_ID"]
+        conf[pre + "secret.key"] = env["AWS_SECRET_ACCESS_KEY"]
+        if env.get("AWS_SESSION_TOKEN"):
+            conf[pre + "session.token"] = env["AWS_SESSION_TOKEN"]
+            conf[pre + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+        else:
+            conf[pre + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+    return conf
+
+
+def is_s3(root: str | Path) -> bool:
+    return str(root).startswith(("s3://", "s3a://"))
+
+
+def spark_session(master: str | None = None, conf: Mapping[str, str] | None = None) -> Any:
+    """A Spark session (the running one if there is one: spark-submit's, a test's): UTC, no UI, quiet; on a local
+    master, few shuffle partitions. Raises `SparkUnavailable` saying what to install."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as e:
+        raise SparkUnavailable(f"--engine spark needs pyspark: {INSTALL}") from e
+    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+        raise SparkUnavailable(f"{JAVA} (no `java` on PATH)")
+    builder = SparkSession.builder.appName("converse-tap report")
+    if master:
+        builder = builder.master(master)
+    settings = {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        **(conf or {}),
+    }
+    if (master or "local").startswith("local"):
+        settings.setdefault("spark.sql.shuffle.partitions", "2")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # local workers run the driver's interpreter
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as e:  # pyspark reports a JVM that would not start as a bare runtime error
+        raise SparkUnavailable(f"Spark did not start ({str(e).splitlines()[0]}); {JAVA}") from e
+    spark.sparkContext.setLogLevel("ERROR")
+    for key in ("spark.sql.session.timeZone", *[k for k in settings if k.startswith("spark.sql.")]):
+        spark.conf.set(key, settings[key])  # a running session keeps its own: the SQL's settings matter here
+    return spark
+
+
+class _Result:
+    def __init__(self, frame: Any) -> None:
+        self.frame = frame
+
+    def to_arrow_table(self) -> pa.Table:
+        return cast(pa.Table, self.frame.toArrow())
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        table = self.to_arrow_table()
+        return [tuple(r.values()) for r in table.to_pylist()]
+
+
+def _table_name(tree: Any) -> str:
+    from sqlglot import exp
+
+    table = tree.find(exp.Table)
+    if table is None:
+        raise ValueError(f"no table named in {tree.sql()}")
+    return str(table.name)
+
+
+class SparkConnection:
+    """What an `Engine` asks of its connection (`sql`, `execute`, `register`, `close`), on a Spark session: each
+    statement is DuckDB's text transpiled to Spark SQL; a temporary table is a temporary view of a
+    local checkpoint (its rows held by Spark's block manager, memory then disk)."""
+
+    def __init__(self, spark: Any, own: bool) -> None:
+        self.spark, self.own = spark, own
+        self.views: list[str] = []
+        self.tables: dict[str, Any] = {}  # the materialised ones
+
+    def sql(self, text: str) -> _Result:
+        return _Result(self.spark.sql(to_spark(text)))
+
+    def execute(self, text: str) -> None:
+        import sqlglot
+        from sqlglot import exp
+
+        tree = sqlglot.parse_one(text, read="duckdb")
+        if isinstance(tree, exp.Create):
+            name = _table_name(tree)
+            body = to_spark(tree.expression.sql(dialect="duckdb"))
+            if tree.kind == "TABLE":  # materialised (memory, then disk), no longer resting on what it was built from
+                frame = self.spark.sql(body).localCheckpoint(eager=True)
+                frame.createOrReplaceTempView(name)
+                self.tables[name] = frame
+            else:
+                self.spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {name} AS {body}")
+            self.views.append(name)
+        elif isinstance(tree, exp.Drop):
+            self._drop(_table_name(tree))
+        else:
+            self.spark.sql(to_spark(text))
+
+    def register(self, name: str, frame: Any) -> None:
+        frame.createOrReplaceTempView(name)
+        self.views.append(name)
+
+    def _drop(self, name: str) -> None:
+        self.spark.catalog.dropTempView(name)
+        frame = self.tables.pop(name, None)
+        if frame is not None:
+            frame.unpersist()
+        if name in self.views:
+            self.views.remove(name)
+
+    def close(self) -> None:
+        for name in list(reversed(self.views)):
+            self._drop(name)
+        if self.own:
+            self.spark.stop()
+
+
+class SparkEngine(Engine):
+    """An `Engine` whose SQL runs on Spark (build the report with `report.build_report(engine)` as with DuckDB)."""
+
+    @classmethod
+    def over_spark(
+        cls,
+        root: str | Path,
+        window: Window | None = None,
+        spark: Any = None,
+        master: str | None = None,
+        conf: Mapping[str, str] | None = None,
+    ) -> SparkEngine:
+        """Views over the dataset at `root` (a directory, or s3:// read as s3a:// with `s3a_conf`'s settings), in
+        the session `spark` (left running on close) or one started here on `master` (stopped on close)."""
+        window = window or Window()
+        s3 = is_s3(root)
+        own = False
+        if spark is None:
+            own = _active() is None  # one already running (spark-submit's, a test's) stays
+            spark = spark_session(master, {**(s3a_conf() if s3 else {}), **(conf or {})})
+        con = SparkConnection(spark, own)
+        try:
+            present, skipped, journals, listed = _views(con, str(root), window, s3)
+        except BaseException:
+            con.close()
+            raise
+        engine = cls(cast(Any, con), str(root), present, "")  # closed as a DuckDB one is: con.close()
+        engine.skipped, engine.journals, engine.listed = skipped, journals, listed
+        return engine
+
+    def cards(self) -> pd.DataFrame:
+        return self.df("SELECT * FROM agent_cards").drop(columns=["pos"])
+
+
+def _active() -> Any:
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as e:
+        raise SparkUnavailable(f"--engine spark needs pyspark: {INSTALL}") from e
+    return SparkSession.getActiveSession()
+
+
+def _key(uri: str) -> str:
+    """A file's URI as `_metadata.file_path` spells it, without the scheme of a local file."""
+    return re.sub("^file:/+", "/", uri)
+
+
+def _local(uri: str) -> str:
+    """A local file's path (a URI's other files as they are)."""
+    return unquote(urlparse(uri).path) if uri.startswith("file:") else uri
+
+
+def _spark_schema(spark: Any, table: str, columns: list[str]) -> Any:
+    return spark.createDataFrame(_arrow(pd.DataFrame(), table, columns)).schema
+
+
+def _views(
+    con: SparkConnection, root: str, window: Window, s3: bool
+) -> tuple[list[str], list[tuple[str, str]], Any, dict[str, Any]]:
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    spark = con.spark
+    first = window.since.strftime("%Y-%m-%d") if window.since else None
+    last = window.until.strftime("%Y-%m-%d") if window.until else None
+    if s3:
+        # an s3 dataset's journals stay on its recorders' hosts until rolled
+        journals, listed = Journals(), cast(dict[str, TableFiles], {})
+    else:
+        journals, listed = _journals_then_files(root, first, last)
+    present: list[str] = []
+    skipped: list[tuple[str, str]] = []
+    for table, columns, ts in (
+        ("messages", [*MESSAGE_COLUMNS, "object_kind"], "ts"),
+        ("exchanges", EXCHANGE_COLUMNS, "ts_start"),
+        ("agent_cards", CARD_COLUMNS, "ts"),
+    ):
+        schema = _spark_schema(spark, table, columns)
+        frames = []
+        reader = spark.read.option("mergeSchema", "true")
+        if s3:
+            base = "s3a://" + root.split("://", 1)[1].rstrip("/") + f"/{table}"
+            try:
+                scan = reader.parquet(base)
+            except AnalysisException as e:
+                if "PATH_NOT_FOUND" not in str(e):
+                    raise
+                scan = spark.createDataFrame([], _spark_schema(spark, table, columns))  # a table never written
+            if first is not None and "date" in scan.columns:
+                scan = scan.where(F.col("date") >= first)  # partition pruning on the date= directories
+            if last is not None and "date" in scan.columns:
+                scan = scan.where(F.col("date") <= last)
+            files = sorted(_local(u) for u in scan.inputFiles())
+        else:
+            files = listed[table].files  # the window's partitions only, foreign files left out
+            skipped += listed[table].foreign
+            scan = reader.option("basePath", str(Path(root) / table)).parquet(*files) if files else None
+        if files and scan is not None:
+            found = set(scan.columns)
+            # a sighting's position: its file's place in the listing, then its row (as engine.py numbers them)
+            keys = {_local(u): _key(u) for u in scan.inputFiles()}
+            index = spark.createDataFrame(
+                [(keys[f if s3 else str(Path(f).resolve())], i) for i, f in enumerate(files)], "path string, i long"
+            )
+            scan = scan.select(
+                *[(F.col(f.name) if f.name in found else F.lit(None)).cast(f.dataType).alias(f.name) for f in schema],
+                F.regexp_replace(F.col("_metadata.file_path"), "^file:/+", "/").alias("_path"),
+                F.col("_metadata.row_index").alias("_row"),
+            )
+            scan = scan.join(F.broadcast(index), scan["_path"] == index["path"])
+            frames.append(scan.select(*columns, (F.shiftleft(F.col("i"), 40) + F.col("_row")).alias("pos")))
+        pending = journals.tables[table] if not s3 else []
+        if pending:  # after every file, in the order they were journaled
+            frames.append(spark.createDataFrame(_journaled(pending, table, columns, len(files))))
+        if frames:
+            present.append(table)
+        else:
+            empty = _arrow(pd.DataFrame(), table, columns)
+            frames.append(spark.createDataFrame(empty.append_column("pos", pa.array([], pa.int64()))))
+        union = frames[0]
+        for other in frames[1:]:
+            union = union.unionByName(other)
+        con.register(f"_{table}_scan", union)
+        where = _window_sql(window, ts)
+        if table == "messages":
+            where += " AND role = 'agent' AND object_kind = 'message'"
+        name = "sightings" if table == "messages" else table
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM _{table}_scan WHERE {where}")
+    return [t for t in TABLES if t in present], skipped, journals, listed
+
+
+__all__ = ["INSTALL", "SparkEngine", "SparkUnavailable", "s3a_conf", "spark_session", "table_files"]
