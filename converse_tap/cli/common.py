@@ -169,7 +169,7 @@ def _spark_errors() -> tuple[type[Exception], ...]:
     return (PySparkException, Py4JError)
 
 
-def _spark_engine(dataset: Path, window: Window, master: str | None) -> Any:
+def _spark_engine(dataset: Dataset, window: Window, master: str | None) -> Any:
     """A Spark engine over the dataset; pyspark or Java missing is a usage error saying what to install."""
     try:
         from ..analysis.spark import SparkEngine, SparkUnavailable
