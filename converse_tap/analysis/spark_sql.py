@@ -22,10 +22,11 @@ from sqlglot import exp
 
 from ..store.schema import TABLES
 
-# the dataset's list-typed columns: `len` of one of these is the list's size
+# the dataset's list-typed columns, and the lists the facts derive (a routine instance's abandoned slots): `len`
+# of one of these is the list's size
 LIST_COLUMNS = frozenset(
     f.name for schema in TABLES.values() for f in schema if pa.types.is_list(f.type) or pa.types.is_large_list(f.type)
-)
+) | {"abandoned_at"}
 _LOW64 = 18446744073709551615
 
 

@@ -44,9 +44,14 @@ def both(root: Path, spark: Any, window: Window | None = None) -> tuple[str, str
 def test_every_statement_transpiles_without_duckdb_only_constructs() -> None:
     statements = [sql.KEYS, sql.REPLIES, sql.LAST_VERDICTS, sql.TURNS, sql.INSTANCES, sql.CITED, sql.CITED_TITLES]
     statements += [sql.ANOMALIES, sql.conversations_sql(sql.GROUP_KEYS["day"])]
+    key = sql.GROUP_KEYS["agent"]
+    statements += [sql.routine_counts_sql(key, 1_700_000_000_000_000, 10**9), sql.routine_middles_sql(key)]
+    statements += [sql.abandoned_slots_sql(key)]
     for text in statements:
         out = to_spark(text).upper()
         for construct in ("INT128", "HUGEINT", "SHIFTLEFT", "EPOCH_US", "ARG_MAX", "ARG_MIN", "LENGTH(ANOMALIES"):
+            assert construct not in out, (construct, out)
+        for construct in ("LENGTH(ABANDONED_AT", "LIST_TRANSFORM", "LIST_FILTER"):
             assert construct not in out, (construct, out)
 
 
