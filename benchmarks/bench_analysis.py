@@ -156,16 +156,19 @@ def peak_rss_mib() -> float:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-def _child(*args: str) -> tuple[float, dict]:
+def run_child(module: str, *args: str) -> tuple[float, dict]:
+    """Run `python -m module args` in a fresh process: its wall time and the JSON of its last stdout line."""
     t0 = time.perf_counter()
-    out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_analysis", *args], capture_output=True, text=True, check=False
-    )
+    out = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - t0
     if out.returncode:
-        raise SystemExit(f"{' '.join(args)} failed:\n{out.stderr}")
+        raise SystemExit(f"{' '.join(args)} failed:\n{out.stderr[-4000:]}")  # the end: where a JVM trace says why
     lines = out.stdout.strip().splitlines()
     return seconds, json.loads(lines[-1]) if lines else {}
+
+
+def _child(*args: str) -> tuple[float, dict]:
+    return run_child("benchmarks.bench_analysis", *args)
 
 
 def dataset(rows: int, keep: Path | None, tmp: Path) -> Path:

@@ -12,13 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.bench_analysis import dataset
+from benchmarks.bench_analysis import dataset, run_child
 
 
 def measure(engine: str, root: str, driver_memory: str) -> None:
@@ -44,14 +42,7 @@ def measure(engine: str, root: str, driver_memory: str) -> None:
 
 
 def _child(*args: str) -> tuple[float, dict]:
-    t0 = time.perf_counter()
-    out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_spark", *args], capture_output=True, text=True, check=False
-    )
-    seconds = time.perf_counter() - t0
-    if out.returncode:
-        raise SystemExit(f"{' '.join(args)} failed:\n{out.stderr[-4000:]}")
-    return seconds, json.loads(out.stdout.strip().splitlines()[-1])
+    return run_child("benchmarks.bench_spark", *args)
 
 
 def main() -> None:
