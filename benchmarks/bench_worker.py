@@ -5,9 +5,9 @@ in the process tree beside mitmdump.
     python -m benchmarks.bench_worker --piped 400 [--seconds 5] [--reps 5]
 
 `--piped RATE`: the same records sent through the addon's own `Channel` (a pipe to a real worker process) at RATE
-exchanges per second, one at a time as a proxy sends them, with the worker gathering records for 10 ms after
-each read (as it does) and without (`gather` 0), interleaved: the worker process's CPU per exchange, wake-ups
-included, which the in-process figures leave out.
+exchanges per second, one at a time as a proxy sends them, with the worker gathering records after each read for
+as long as it does by default (a fifth of the 1 s flush interval), for 10 ms, and not at all, interleaved: the
+worker process's CPU per exchange, wake-ups included, which the in-process figures leave out.
 
 Capture records are built by the addon's own code (`ConverseTap._request`, `_response_head`) from a flow that
 carries bench_proxy's request and the benchmark upstream's ~2 KB envelope reply, pickled as the channel sends
@@ -31,7 +31,7 @@ from benchmarks.bench_proxy import BODY, HEADERS
 from benchmarks.upstream import REPLY
 from converse_tap.addon.channel import Channel
 from converse_tap.addon.tap import ConverseTap, _response_head
-from converse_tap.addon.worker import GATHER, Worker
+from converse_tap.addon.worker import Worker, gather_for
 from tests.factories import a2a_flow
 
 
@@ -102,7 +102,8 @@ def _quiet(pid: int) -> None:
 
 def piped(a: argparse.Namespace) -> None:
     recs = [pickle.loads(b) for b in records(200 + int(a.piped * a.seconds))]
-    variants = {f"gather {GATHER * 1000:g} ms": GATHER, "gather 0": 0.0}
+    default = gather_for(_config("")["flush_interval"])
+    variants = {f"gather {default * 1000:g} ms": default, "gather 10 ms": 0.01, "gather 0": 0.0}
     res: dict[str, list[float]] = {k: [] for k in variants}
     for _ in range(a.reps):
         for name, gather in variants.items():
@@ -118,7 +119,9 @@ def piped(a: argparse.Namespace) -> None:
     for name, values in res.items():
         print(f"  {name:14} {statistics.median(values):7.1f} [{min(values):.1f}-{max(values):.1f}]")
     names = list(res)
-    print(f"  ratio {statistics.median(res[names[0]]) / statistics.median(res[names[1]]):.2f}")
+    for other in names[1:]:
+        ratio = statistics.median(res[names[0]]) / statistics.median(res[other])
+        print(f"  {names[0]} / {other}: {ratio:.2f}")
 
 
 def main() -> None:

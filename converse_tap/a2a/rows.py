@@ -14,6 +14,7 @@ from .objects import Sighting, Walk, extensions_of, get, normalise_role, part_ki
 from .redact import Redaction, TextPolicy, redact_card_json
 
 MESSAGE_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
+_NO_ENVELOPE = empty_envelope()  # the envelope columns of a message without one (never mutated)
 
 
 @dataclass(slots=True)
@@ -151,12 +152,14 @@ class Ctx:
         text = text_of(parts)
         exts = extensions_of(obj, anomalies)
         present, raw = find_envelope(obj.get("metadata"), exts, anomalies, agent_side=role != "user")
-        env = flatten_envelope(raw, anomalies) if present else empty_envelope()
-        for c in env.get("citations") or []:
-            c["source_url"] = self.redaction.maybe_url(c["source_url"])
-        stored = env.get("envelope_json")
-        if stored is not None and (self.redaction.patterns or "://" in stored):  # else there is nothing to redact
-            env["envelope_json"] = redact_card_json(raw, self.redaction, stored)
+        env = _NO_ENVELOPE  # read only: its values are spread into the row
+        if present:
+            env = flatten_envelope(raw, anomalies)
+            for c in env.get("citations") or []:
+                c["source_url"] = self.redaction.maybe_url(c["source_url"])
+            stored = env.get("envelope_json")
+            if stored is not None and (self.redaction.patterns or "://" in stored):  # else nothing to redact
+                env["envelope_json"] = redact_card_json(raw, self.redaction, stored)
         if (
             not present
             and self.converse_requested
