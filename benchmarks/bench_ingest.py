@@ -87,8 +87,8 @@ def steps(capture: Path, reps: int) -> None:
     from converse_tap.a2a.extract import extract
     from converse_tap.a2a.redact import TextPolicy
     from converse_tap.addon.flows import exchange_from_state
+    from converse_tap.store.batches import TS_COLUMNS, rows_to_batch, to_micros
     from converse_tap.store.schema import TABLES
-    from converse_tap.store.writer import _TS_COLUMNS, _to_micros, rows_to_batch
 
     def floor() -> int:
         n = 0
@@ -129,7 +129,7 @@ def steps(capture: Path, reps: int) -> None:
         t0 = time.perf_counter()
         for table in TABLES:
             rows = [r for e in extractions for r in ([e.exchange] if table == "exchanges" else getattr(e, table))]
-            _to_micros(rows, _TS_COLUMNS[table])
+            to_micros(rows, TS_COLUMNS[table])
             rows_to_batch(rows, TABLES[table])
         times["rows to Arrow"].append(time.perf_counter() - t0)
     print(f"steps over {n:,} flows, one process, median of {reps} interleaved reps: microseconds per flow")

@@ -35,7 +35,8 @@ from ..a2a.redact import Redaction, TextPolicy, install_log_redactor
 from ..a2a.sse import SseParser
 from ..export.live import LiveExport
 from ..store import objstore
-from ..store.writer import DatasetWriter, recover
+from ..store.recovery import recover
+from ..store.writer import DatasetWriter
 from .flows import PREFIX, _addr, _body
 from .summary import summary_lines
 

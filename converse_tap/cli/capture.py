@@ -294,7 +294,7 @@ def recover(dataset: Dataset, journal_dir: Path | None) -> None:
     The proxy does this itself when it starts again; this command is for datasets you only read. Exit 1 when
     some journals could not be uploaded: they are kept, run it again once the storage is reachable.
     """
-    from ..store.writer import recover as run_recover
+    from ..store.recovery import recover as run_recover
 
     errors: list[str] = []
     counts = run_recover(dataset, journal_dir, errors)

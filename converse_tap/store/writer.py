@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -20,47 +19,15 @@ import pyarrow as pa
 
 from ..a2a.extract import Extraction
 from . import objstore
-from .files import JOURNAL_DIR, make_dir, read_journal, write_parquet, writer_id
+from .batches import TS_COLUMNS, UNSTORABLE, mend_rows, rows_to_batch, to_micros
+from .files import JOURNAL_DIR, make_dir, write_parquet, writer_id
+from .recovery import read_all
 from .schema import TABLES
 
 log = logging.getLogger(__name__)
 
-_TS_COLUMNS = {name: [f.name for f in s if pa.types.is_timestamp(f.type)] for name, s in TABLES.items()}
 _STOP = object()
 Job = Callable[[], Extraction | None]
-
-
-_MAX_MICROS = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z, the last instant Parquet readers all take
-
-
-def _to_micros(rows: list[dict[str, Any]], columns: list[str]) -> None:
-    for r in rows:
-        for c in columns:
-            v = r.get(c)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):  # rows carry epoch seconds
-                micros = v * 1_000_000
-                if micros == micros and -_MAX_MICROS <= micros <= _MAX_MICROS:
-                    r[c] = round(micros)
-                else:  # a timing no clock gives (inf, nan, 1e300): kept as unknown, and said so
-                    r[c] = None
-                    r.setdefault("anomalies", []).append(f"unrepresentable_value:{c}")
-
-
-def rows_to_batch(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.RecordBatch:
-    """`RecordBatch.from_pylist(rows, schema=schema)`, 2-3x cheaper: each row's values are taken in one go while
-    its dict is in the CPU's cache (row-major), then transposed, instead of one dict lookup per row and column
-    (column-major: on thousands of rows, a cache miss each). A missing key is null, as in `from_pylist`."""
-    names = schema.names
-    try:
-        if len(names) > 1:
-            values: list[tuple[Any, ...]] = list(map(itemgetter(*names), rows))
-        else:
-            values = [(r[names[0]],) for r in rows]
-    except KeyError:
-        values = [tuple(r.get(n) for n in names) for r in rows]
-    columns: Any = zip(*values, strict=True) if values else ([] for _ in names)
-    arrays = [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)]
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 @dataclass
@@ -278,7 +245,7 @@ class DatasetWriter:
             ("messages", ext.messages),
             ("agent_cards", ext.agent_cards),
         ):
-            _to_micros(rows, _TS_COLUMNS[table])  # once, as rows arrive: a failed flush retries the same rows
+            to_micros(rows, TS_COLUMNS[table])  # once, as rows arrive: a failed flush retries the same rows
             self._pending[table].extend(rows)
         if self.on_rows is not None:
             try:
@@ -346,16 +313,16 @@ class DatasetWriter:
         schema = TABLES[table]
         try:
             return rows_to_batch(rows, schema)
-        except _UNSTORABLE:
+        except UNSTORABLE:
             pass
-        kept = _mend_rows(rows, schema)
+        kept = mend_rows(rows, schema)
         self.stats.rows_dropped += len(rows) - len(kept)
         rows[:] = kept
         if not kept:
             return None
         try:
             return rows_to_batch(kept, schema)
-        except _UNSTORABLE:
+        except UNSTORABLE:
             log.exception("converse-tap: %d %s rows do not fit the schema and are dropped", len(kept), table)
             self.stats.rows_dropped += len(kept)
             rows.clear()
@@ -400,7 +367,7 @@ class DatasetWriter:
                 continue
             stem = self._stems.get(table) or f"{int(time.time() * 1000)}-{self.id}-{self._rolled}"
             try:
-                data = _read_all(paths)
+                data = read_all(paths)
                 if data is not None:
                     self.stats.files += len(write_parquet(self.root, table, data, stem))
                     self.stats.rows_rolled[table] += data.num_rows
@@ -427,132 +394,3 @@ class DatasetWriter:
             self._retry_at, self._retry_delay = None, 0.0
         self._rolled += 1
         self._last_roll = time.monotonic()
-
-
-_UNSTORABLE = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError, OverflowError)
-
-
-def _mend_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> list[dict[str, Any]]:
-    """The rows that fit `schema`, each value that does not replaced (text escaped, anything else null or a
-    neutral value for a required column) and named in the row's anomalies; a row that still fails is dropped."""
-    kept = []
-    for row in rows:
-        try:
-            rows_to_batch([row], schema)
-            kept.append(row)
-            continue
-        except _UNSTORABLE:
-            pass
-        mended = dict(row)
-        notes = []
-        for f in schema:
-            value = mended.get(f.name)
-            if value is None:
-                continue
-            try:
-                pa.array([value], type=f.type)
-            except _UNSTORABLE:
-                mended[f.name] = _mend_value(value, f)
-                notes.append(f"unstorable_value:{f.name}")
-        if "anomalies" in schema.names:
-            mended["anomalies"] = [_escape(a) if isinstance(a, str) else str(a) for a in mended.get("anomalies") or []]
-            mended["anomalies"] += notes
-        try:
-            rows_to_batch([mended], schema)
-            kept.append(mended)
-            log.warning("converse-tap: %s", ", ".join(notes) or "a row was mended")
-        except _UNSTORABLE:
-            log.exception("converse-tap: a %s row does not fit the schema and is dropped", schema.names[0])
-    return kept
-
-
-def _mend_value(value: Any, f: pa.Field) -> Any:
-    t = f.type
-    if pa.types.is_dictionary(t):
-        t = t.value_type
-    if pa.types.is_string(t) and isinstance(value, str):
-        return _escape(value)
-    if pa.types.is_list(t) and isinstance(value, list):
-        item = pa.field("item", t.value_type)
-        out = []
-        for v in value:
-            try:
-                pa.array([v], type=t.value_type)
-                out.append(v)
-            except _UNSTORABLE:
-                out.append(_mend_value(v, item))
-        return out
-    if pa.types.is_struct(t) and isinstance(value, dict):
-        return {k.name: _mend_value(value.get(k.name), k) if value.get(k.name) is not None else None for k in t}
-    if f.nullable:
-        return None
-    if pa.types.is_string(t):
-        return _escape(str(value))
-    return False if pa.types.is_boolean(t) else 0
-
-
-def _escape(text: str) -> str:
-    """Text Arrow cannot hold (lone surrogates from JSON escapes or undecodable bytes) made storable, visibly."""
-    try:  # bytes that were not UTF-8, carried as surrogate escapes: shown as the bytes they were (\xff)
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:  # other lone surrogates: shown as code points (\ud800)
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def recover(root: str | Path, journal_dir: Path | None = None, errors: list[str] | None = None) -> dict[str, int]:
-    """Roll journals left by writers that died into Parquet (on object storage: upload them; the journals are in
-    `journal_dir`, by default objstore.default_journal_dir). Journals of live writers are left alone. A table whose
-    upload fails keeps its journals for the next recovery and is named in `errors`."""
-    recovered = dict.fromkeys(TABLES, 0)
-    remote = objstore.is_remote(root)
-    base = objstore.journal_root(root, journal_dir) / JOURNAL_DIR
-    if not base.is_dir():
-        return recovered
-    for d in sorted(base.iterdir()):
-        if not d.is_dir():
-            continue
-        lock = d / "lock"
-        try:
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT, 0o600)
-        except OSError:
-            continue
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # its writer is alive
-            kept = False
-            for table in TABLES:
-                paths = sorted(d.glob(f"{table}-*.arrows"))
-                data = _read_all(paths)
-                if data is not None and data.num_rows:
-                    target = str(root) if remote else Path(root)
-                    try:
-                        write_parquet(target, table, data, f"{int(time.time() * 1000)}-{d.name}-recovered")
-                    except OSError as e:
-                        if not remote:
-                            raise
-                        kept = True
-                        log.error("converse-tap: cannot recover %s journals of %s (%s); they are kept", table, d, e)
-                        if errors is not None:
-                            errors.append(f"{data.num_rows} {table} rows in {d}: {e}")
-                        continue
-                    recovered[table] += data.num_rows
-                for path in paths:
-                    path.unlink()
-            if not kept:
-                shutil.rmtree(d, ignore_errors=True)
-        finally:
-            os.close(fd)
-    return recovered
-
-
-def _read_all(paths: list[Path]) -> pa.Table | None:
-    tables = []
-    for path in paths:
-        data, torn = read_journal(path)
-        if torn:
-            log.warning("converse-tap: %s ends mid-batch; its complete batches are kept", path)
-        if data is not None:
-            tables.append(data)
-    return pa.concat_tables(tables) if tables else None

@@ -14,8 +14,9 @@ from converse_tap.a2a.redact import TextPolicy
 from converse_tap.addon.flows import exchange_from_flow
 from converse_tap.store import writer as writer_module
 from converse_tap.store.reader import load
+from converse_tap.store.recovery import recover
 from converse_tap.store.schema import METADATA_KEY, SCHEMA_VERSION
-from converse_tap.store.writer import DatasetWriter, recover
+from converse_tap.store.writer import DatasetWriter
 from tests.factories import a2a_flow, agent_message, jsonrpc_result
 
 
@@ -200,8 +201,8 @@ def test_rows_to_batch_is_from_pylist(tmp_path: Path) -> None:
 
     from converse_tap import flowfile
     from converse_tap.addon.flows import exchange_from_flow
+    from converse_tap.store.batches import TS_COLUMNS, UNSTORABLE, rows_to_batch, to_micros
     from converse_tap.store.schema import TABLES
-    from converse_tap.store.writer import _TS_COLUMNS, _to_micros, rows_to_batch
     from tests.captures import write_capture
     from tests.golden.sample import sample_flows
 
@@ -210,7 +211,7 @@ def test_rows_to_batch_is_from_pylist(tmp_path: Path) -> None:
     rows = {"exchanges": [e.exchange for e in exts], "messages": [m for e in exts for m in e.messages]}
     rows["agent_cards"] = [c for e in exts for c in e.agent_cards]
     for table, schema in TABLES.items():
-        _to_micros(rows[table], _TS_COLUMNS[table])
+        to_micros(rows[table], TS_COLUMNS[table])
         assert len(rows[table]) > 10, table
         fast = rows_to_batch(rows[table], schema)
         assert fast.equals(pa.RecordBatch.from_pylist(rows[table], schema=schema)), table
@@ -219,7 +220,7 @@ def test_rows_to_batch_is_from_pylist(tmp_path: Path) -> None:
         assert rows_to_batch(short, schema).equals(pa.RecordBatch.from_pylist(short, schema=schema))
         assert rows_to_batch([], schema).equals(pa.RecordBatch.from_pylist([], schema=schema))
     bad = [dict(rows["exchanges"][0], status_code="200")]
-    with pytest.raises(writer_module._UNSTORABLE):
+    with pytest.raises(UNSTORABLE):
         pa.RecordBatch.from_pylist(bad, schema=TABLES["exchanges"])
-    with pytest.raises(writer_module._UNSTORABLE):
+    with pytest.raises(UNSTORABLE):
         rows_to_batch(bad, TABLES["exchanges"])
