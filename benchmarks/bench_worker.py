@@ -29,6 +29,7 @@ from typing import Any
 
 from benchmarks.bench_proxy import BODY, HEADERS
 from benchmarks.upstream import REPLY
+from converse_tap import gcpolicy
 from converse_tap.addon.channel import Channel
 from converse_tap.addon.tap import ConverseTap, _response_head
 from converse_tap.addon.worker import Worker, gather_for
@@ -140,6 +141,7 @@ def main() -> None:
         for blob in blobs[:200]:  # warm-up: lazy imports (pandas, on the first Arrow conversion), first files
             worker.handle(pickle.loads(blob))
         worker.writer._flush_and_roll()
+        gcpolicy.for_process()  # as the worker process does once it has started
         res: dict[str, list[float]] = {"unpickle": [], "handle": [], "flush": []}
         for _ in range(a.reps):
             t0 = time.process_time()

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from . import flowfile, harfile
+from . import flowfile, gcpolicy, harfile
 from .a2a.exchange import HttpExchange
 from .a2a.extract import Extraction, extract
 from .a2a.redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy
@@ -218,6 +218,10 @@ class _Run:
         self.batch_n = self.batch_bytes = 0
 
     def run(self) -> IngestResult:
+        with gcpolicy.fewer_collections():
+            return self._run()
+
+    def _run(self) -> IngestResult:
         try:
             for part in self.share.parts:
                 try:

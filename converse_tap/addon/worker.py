@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from mitmproxy.net.http import url as urls
 
+from .. import gcpolicy
 from ..a2a.exchange import HttpExchange
 from ..a2a.extract import Extraction, Extractor, failed_extraction
 from ..a2a.grpc import is_grpc
@@ -34,6 +35,7 @@ from ..a2a.inflate import Inflater, TooLarge, decoded_prefix
 from ..a2a.redact import Redaction, TextPolicy, install_log_redactor
 from ..a2a.sse import SseParser
 from ..export.live import LiveExport
+from ..nopandas import keep_pandas_out
 from ..store import objstore
 from ..store.recovery import recover
 from ..store.writer import DatasetWriter
@@ -389,6 +391,8 @@ def main() -> int:
                     continue
                 worker = Worker(record[1])
                 holder.append(worker)
+                keep_pandas_out()  # pyarrow would import it at the first flush (1.5 s, ~40 MiB) and never use it
+                gcpolicy.for_process()
                 gather[0] = float(record[1].get("gather", gather_for(float(record[1]["flush_interval"]))))
                 continue
             try:

@@ -182,3 +182,20 @@ def test_a_dead_worker_costs_no_traffic_and_is_replaced(tmp_path: Path) -> None:
     # the first twenty (recovered from the dead worker's journals) and the last twenty at least
     assert rows >= 40, rows
     assert not list(out.rglob("*.arrows"))
+
+
+def test_the_recording_worker_keeps_pandas_out(tmp_path: Path) -> None:
+    """pyarrow imports pandas the first time it converts Python rows (1.5 s of CPU, ~40 MiB), only to ask whether
+    a value is a pandas object: the worker has converted rows, and pandas is not among its mapped files."""
+    out = tmp_path / "data"
+    with Canned() as up, mitmdump(out) as (proxy, proc):
+        with httpx.Client(proxy=proxy, timeout=5) as client:
+            for _ in range(5):
+                client.post(up.base + "/a2a", content=BODY, headers=HEADERS).raise_for_status()
+        (worker_pid,) = _children(proc.popen.pid)
+        deadline = time.monotonic() + 30
+        while not [p for p in out.rglob("exchanges-*.arrows") if p.stat().st_size] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        maps = Path(f"/proc/{worker_pid}/maps").read_text()
+        assert "pyarrow" in maps and "/pandas/" not in maps
+    assert len(load(out, "exchanges")) == 5
