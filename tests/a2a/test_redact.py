@@ -232,10 +232,30 @@ def test_stored_document_is_the_redacted_copy_serialised(doc: object) -> None:
     """The shortcut (no string would change: the first serialisation is kept) gives what the full path gives."""
     from converse_tap.a2a.redact import redact_card_json, stored_json
 
+    form = {"sort_keys": True, "ensure_ascii": False, "default": str, "separators": (",", ":")}
     for redaction in (Redaction(), Redaction.from_patterns(["pw"])):
-        full = json.dumps(doc, sort_keys=True, ensure_ascii=False, default=str)
+        full = json.dumps(doc, **form)  # type: ignore[arg-type]
         if redaction.patterns or "://" in full:  # as before: a document without a URL is stored as it came
-            full = json.dumps(redaction.json_urls(doc), sort_keys=True, ensure_ascii=False, default=str)
+            full = json.dumps(redaction.json_urls(doc), **form)  # type: ignore[arg-type]
         assert redact_card_json(doc, redaction) == full
         assert redact_card_json(doc, redaction, stored_json(doc)) == full
-    assert stored_json(doc) == json.dumps(doc, sort_keys=True, ensure_ascii=False, default=str)
+    assert stored_json(doc) == json.dumps(doc, **form)  # type: ignore[arg-type]
+    assert json.loads(stored_json(doc)) == doc
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"a": float("nan"), "b": [float("inf"), float("-inf")]},  # orjson would write null
+        {"big": 2**70, "small": -(2**64)},  # past orjson's 64 bits
+        {"lone": "\ud800"},  # orjson refuses lone surrogates
+        {"n": None, "f": 0.1, "t": "nullable"},
+    ],
+    ids=["nan", "big-int", "surrogate", "null"],
+)
+def test_stored_json_keeps_every_value_orjson_cannot_write(doc: dict) -> None:
+    from converse_tap.a2a.redact import stored_json
+
+    text = stored_json(doc)
+    assert text == json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    assert json.dumps(json.loads(text), sort_keys=True) == json.dumps(doc, sort_keys=True)  # NaN stays NaN
