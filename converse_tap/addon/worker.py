@@ -334,10 +334,7 @@ GATHER = 0.2  # at most this long (seconds) records gather in the pipe after a r
 
 def gather_for(flush_interval: float) -> float:
     """How long records gather in the pipe after a read that emptied it: a fifth of the flush interval, at most
-    GATHER. Rows wait for the next flush anyway, so this delays a row's journaling by at most a fifth, and a
-    busy worker wakes a few times a second instead of once per exchange (each wake-up costs a context switch and
-    caches the proxy has since filled: at 300 exchanges/s, 547 µs of worker CPU per exchange at 10 ms, 360 at
-    200 ms; docs/performance.md)."""
+    GATHER, so a busy worker wakes a few times a second, not once per exchange (docs/performance.md)."""
     return max(0.0, min(GATHER, flush_interval / 5))
 
 
