@@ -68,8 +68,13 @@ def _path(path: str) -> str:
     return redact_shapes(_PATH_PARAM.sub(param, path) if ";" in path else path)
 
 
-@lru_cache(maxsize=4096)  # the same agent URLs come back exchange after exchange
 def _builtin(url: str) -> str:
+    """`_uncached_builtin`, cached for URLs up to _CACHED_TEXT characters (the cache stays a few MiB whatever
+    URLs the wire sends)."""
+    return _cached_builtin(url) if len(url) <= _CACHED_TEXT else _uncached_builtin(url)
+
+
+def _uncached_builtin(url: str) -> str:
     if not any(c in url for c in "@;?#") and not _CANDIDATE.search(url):
         return url  # no userinfo, parameters, query, fragment or shape: nothing to take out
     try:
@@ -86,6 +91,9 @@ def _builtin(url: str) -> str:
             safe="[]:/",
         )
     return urlunsplit((parts.scheme, netloc, _path(parts.path), query, ""))
+
+
+_cached_builtin = lru_cache(maxsize=4096)(_uncached_builtin)  # the same agent URLs, exchange after exchange
 
 
 @dataclass(frozen=True, slots=True)

@@ -259,3 +259,19 @@ def test_stored_json_keeps_every_value_orjson_cannot_write(doc: dict) -> None:
     text = stored_json(doc)
     assert text == json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     assert json.dumps(json.loads(text), sort_keys=True) == json.dumps(doc, sort_keys=True)  # NaN stays NaN
+
+
+def test_the_caches_keep_no_long_string_from_the_wire() -> None:
+    """URLs and agents are cached (the same few come back exchange after exchange), but only short ones: a flood of
+    distinct long URLs cannot grow the recorder's memory through them."""
+    from converse_tap.a2a import extract, redact
+
+    long = "https://agent.test/" + "a" * 600 + "/ag_x?token=SECRETVALUE"
+    urls, agents = redact._cached_builtin.cache_info().currsize, extract._cached_agent_of.cache_info().currsize
+    assert "SECRETVALUE" not in Redaction().url(long)
+    assert "SECRETVALUE" not in extract.agent_of(long)[0]
+    assert redact._cached_builtin.cache_info().currsize == urls
+    assert extract._cached_agent_of.cache_info().currsize == agents
+    short = "https://agent.test/a2a/ag_short?token=SECRETVALUE"
+    assert extract.agent_of(short) == extract.agent_of(short) == ("agent.test/a2a/ag_short", None)
+    assert extract._cached_agent_of.cache_info().currsize == agents + 1
