@@ -5,7 +5,6 @@ The rows of each response document are built by `rows.Ctx`."""
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -16,7 +15,7 @@ from .exchange import HttpExchange
 from .grpc import DEFAULT_MAX, extract_grpc_response, request_params
 from .headers import split_uris
 from .objects import Sighting, Walk, get
-from .redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy
+from .redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy, cached_for_short
 from .rows import MESSAGE_METHODS, Ctx, Extraction, id_or_none
 from .sse import SseEvent, parse_sse
 from .traceparent import trace_columns
@@ -71,25 +70,14 @@ EXCHANGE_COLUMNS = (
 )
 
 
+@cached_for_short(4096)
 def agent_of(agent_url: str, redaction: Redaction = NO_OPERATOR_PATTERNS) -> tuple[str, str | None]:
     """(agent key, agent id): the id is the last path segment when it looks like one (e.g. `ag_…`).
-
-    Taken from the redacted URL: no userinfo, no credential shape in the path. Cached for URLs up to 512
-    characters: the same few agents come back exchange after exchange.
-    """
-    if len(agent_url) <= 512:
-        return _cached_agent_of(agent_url, redaction)
-    return _agent_of(agent_url, redaction)
-
-
-def _agent_of(agent_url: str, redaction: Redaction) -> tuple[str, str | None]:
+    Taken from the redacted URL: no userinfo, no credential shape in the path."""
     parts = urlsplit(redaction.url(agent_url))
     segments = [s for s in parts.path.split("/") if s]
     agent_id = segments[-1] if segments and _AGENT_ID.match(segments[-1]) else None
     return agent_id or f"{parts.netloc}{parts.path.rstrip('/')}", agent_id
-
-
-_cached_agent_of = lru_cache(maxsize=4096)(_agent_of)
 
 
 def _loads(data: bytes | str) -> tuple[Any, str | None]:

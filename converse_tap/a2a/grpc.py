@@ -84,14 +84,19 @@ def method_descriptor(dialect: str, method: str) -> Any:
     return None if service is None else service.methods_by_name.get(method)
 
 
-@functools.cache
 def _message_class(dialect: str, method: str, direction: str) -> Any:
-    from google.protobuf import message_factory
-
     desc = method_descriptor(dialect, method)
     if desc is None:
         return None
-    return message_factory.GetMessageClass(desc.input_type if direction == "request" else desc.output_type)
+    return _class_of(desc.input_type if direction == "request" else desc.output_type)
+
+
+@functools.cache
+def _class_of(descriptor: Any) -> Any:
+    """Cached by descriptor, of which the SDK has a few dozen: never by a method name from the wire."""
+    from google.protobuf import message_factory
+
+    return message_factory.GetMessageClass(descriptor)
 
 
 def parse(dialect: str, method: str, direction: str, data: bytes) -> tuple[Any, str | None]:

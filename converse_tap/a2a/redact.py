@@ -6,10 +6,10 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any
+from functools import lru_cache, wraps
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import orjson
@@ -68,13 +68,31 @@ def _path(path: str) -> str:
     return redact_shapes(_PATH_PARAM.sub(param, path) if ";" in path else path)
 
 
+SHORT_TEXT = 512  # strings up to this long may be kept in a cache (keys, titles, URLs); longer ones never are
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def cached_for_short(maxsize: int) -> Callable[[_F], _F]:
+    """An LRU cache of a pure function whose first argument is a string from the wire, for strings of up to
+    SHORT_TEXT characters: the same few agents, URLs and keys come back exchange after exchange, while a flood of
+    distinct long strings is computed each time and cannot grow the process's memory through the cache.
+    The cache is the wrapper's `cache` (its `cache_info()` for tests)."""
+
+    def decorate(fn: _F) -> _F:
+        cache = lru_cache(maxsize=maxsize)(fn)
+
+        @wraps(fn)
+        def call(text: str, *args: Any) -> Any:
+            return cache(text, *args) if len(text) <= SHORT_TEXT else fn(text, *args)
+
+        call.cache = cache  # type: ignore[attr-defined]
+        return call  # type: ignore[return-value]
+
+    return decorate
+
+
+@cached_for_short(4096)
 def _builtin(url: str) -> str:
-    """`_uncached_builtin`, cached for URLs up to _CACHED_TEXT characters (the cache stays a few MiB whatever
-    URLs the wire sends)."""
-    return _cached_builtin(url) if len(url) <= _CACHED_TEXT else _uncached_builtin(url)
-
-
-def _uncached_builtin(url: str) -> str:
     if not any(c in url for c in "@;?#") and not _CANDIDATE.search(url):
         return url  # no userinfo, parameters, query, fragment or shape: nothing to take out
     try:
@@ -91,9 +109,6 @@ def _uncached_builtin(url: str) -> str:
             safe="[]:/",
         )
     return urlunsplit((parts.scheme, netloc, _path(parts.path), query, ""))
-
-
-_cached_builtin = lru_cache(maxsize=4096)(_uncached_builtin)  # the same agent URLs, exchange after exchange
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +155,8 @@ class Redaction:
 
     def log_text(self, text: str) -> str:
         """Free text such as a log line: every URL in it redacted, userinfo anywhere dropped, shapes replaced."""
-        if not self.patterns:  # built-in rules only: a pure function of the text, cached for short strings
-            return _builtin_text(text) if len(text) <= _CACHED_TEXT else _builtin_text.__wrapped__(text)
+        if not self.patterns:  # built-in rules only: a pure function of the text
+            return _builtin_text(text)
         if "://" in text:
             text = _TEXT_USERINFO.sub(r"\1", _TEXT_URL.sub(lambda m: self.url(m.group(0)), text))
         return self.text(redact_shapes(text))
@@ -168,7 +183,7 @@ class Redaction:
                 continue
             if ("://" in s or search(s)) and self.log_text(s) != s:  # only a URL or a shape's run can change
                 return True
-            if len(s) <= _CACHED_TEXT:
+            if len(s) <= SHORT_TEXT:
                 if len(clean) >= _UNCHANGED_MAX:
                     clean.clear()
                 clean.add(s)
@@ -212,15 +227,12 @@ def redact_url(url: str, redaction: Redaction = NO_OPERATOR_PATTERNS) -> str:
     return redaction.url(url)
 
 
-_CACHED_TEXT = 512  # strings up to this long have their built-in redaction cached (keys, titles, URLs)
-
-
 # short strings the built-in rules leave as they are (keys, enum values, titles): a set lookup, not a redaction
 _UNCHANGED: set[str] = set()
 _UNCHANGED_MAX = 8192
 
 
-@lru_cache(maxsize=8192)
+@cached_for_short(8192)
 def _builtin_text(text: str) -> str:
     """`Redaction.log_text` without operator patterns."""
     if "://" in text:

@@ -331,3 +331,21 @@ def test_a_stream_the_client_cancelled_after_its_final_message_is_complete() -> 
     working = body[: 5 + int.from_bytes(body[1:5], "big")]
     out = extract(_exchange("SendStreamingMessage", _send_request(), working, trailers=[], error=error), TextPolicy())
     assert out is not None and out.exchange["complete"] is False and out.exchange["sse_events"] == 1
+
+
+def test_method_names_from_the_wire_are_not_cached() -> None:
+    """Message classes are cached by descriptor (the SDK's few dozen), never by the method name a request names:
+    a flood of distinct unknown methods cannot grow the recorder's memory."""
+    import tracemalloc
+
+    assert decode("v1.0", "SendMessage", "request", _send_request())[0] is not None
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(2000):
+            name = f"Frobnicate{i:04d}" + "x" * 500
+            assert decode("v1.0", name, "request", b"")[1] == "grpc_not_decoded:unknown_method"
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 200_000  # 2,000 names of 500+ characters held would be over 1 MB

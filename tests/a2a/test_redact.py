@@ -267,11 +267,11 @@ def test_the_caches_keep_no_long_string_from_the_wire() -> None:
     from converse_tap.a2a import extract, redact
 
     long = "https://agent.test/" + "a" * 600 + "/ag_x?token=SECRETVALUE"
-    urls, agents = redact._cached_builtin.cache_info().currsize, extract._cached_agent_of.cache_info().currsize
+    urls, agents = redact._builtin.cache.cache_info().currsize, extract.agent_of.cache.cache_info().currsize
     assert "SECRETVALUE" not in Redaction().url(long)
     assert "SECRETVALUE" not in extract.agent_of(long)[0]
-    assert redact._cached_builtin.cache_info().currsize == urls
-    assert extract._cached_agent_of.cache_info().currsize == agents
+    assert redact._builtin.cache.cache_info().currsize == urls
+    assert extract.agent_of.cache.cache_info().currsize == agents
     short = "https://agent.test/a2a/ag_short?token=SECRETVALUE"
     assert extract.agent_of(short) == extract.agent_of(short) == ("agent.test/a2a/ag_short", None)
-    assert extract._cached_agent_of.cache_info().currsize == agents + 1
+    assert extract.agent_of.cache.cache_info().currsize == agents + 1
