@@ -25,29 +25,17 @@ from .a2a.exchange import HttpExchange
 from .a2a.extract import Extraction, extract
 from .a2a.redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy
 from .addon.flows import DEFAULT_MAX_BODY
+from .ingest_plan import NOT_A_CAPTURE, PART_BYTES, IngestError, Part, kind, plan, split_flow_file
 from .nopandas import keep_pandas_out
 from .seen import SeenIds, dataset_ids, digest
 from .store.files import read_journal
 from .store.writer import DatasetWriter
 
-NOT_A_CAPTURE = "not a mitmproxy flow file or HAR"
-PART_BYTES = 8 * 1024 * 1024  # below this much input, ingest stays in one process
 BATCH_EXCHANGES = 2048  # rows are journaled at least this often...
 BATCH_BYTES = 16 * 1024 * 1024  # ...and after this many bytes of bodies read
 ROLLOVER_ROWS = 1_000_000
 ROLLOVER_BYTES = 16 * 1024 * 1024  # of journal: the size of what a roll-over reads back into memory
 NOT_STORED = "response_body_not_stored"
-
-
-class IngestError(Exception):
-    """A capture file that cannot be read to its end. Everything before `position` was kept."""
-
-    def __init__(self, path: Path, position: str, reason: str) -> None:
-        super().__init__(f"{path}: {position}: {reason}")
-        self.path, self.position, self.reason = path, position, reason
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (IngestError, (self.path, self.position, self.reason))
 
 
 @dataclass
@@ -65,81 +53,7 @@ class IngestResult:
     parquet_files: int = 0
 
 
-@dataclass(frozen=True)
-class Part:
-    """A run of whole records of a flow file (or a whole HAR file): bytes [start, end), `before` flows ahead."""
-
-    path: Path
-    start: int = 0
-    end: int | None = None
-    before: int = 0
-    har: bool = False
-
-    def size(self) -> int:
-        return (self.end if self.end is not None else self.path.stat().st_size) - self.start
-
-
-def kind(path: Path) -> str:
-    """ "flows" or "har"; IngestError when the file is neither (or cannot be read)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(64)
-    except OSError as e:
-        raise IngestError(path, "byte 0", f"cannot read it ({e.strerror or e})") from e
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if text.startswith(b"{"):
-        return "har"
-    colon = head.find(b":")
-    if (0 < colon <= 20 and head[:colon].isdigit()) or not head:
-        return "flows"
-    raise IngestError(path, "byte 0", NOT_A_CAPTURE)
-
-
-def split_flow_file(path: Path, part_bytes: int = PART_BYTES) -> list[Part]:
-    """Cut a flow file at record boundaries into parts of about `part_bytes`, reading only the records'
-    length prefixes. Where the prefixes stop making sense, the rest is one last part, whose reader reports
-    the damage at its exact position."""
-    size = path.stat().st_size
-    parts: list[Part] = []
-    start = offset = count = before = 0
-    with open(path, "rb") as f:
-        while offset < size:
-            f.seek(offset)
-            head = f.read(21)
-            colon = head.find(b":")
-            if colon <= 0 or not head[:colon].isdigit():
-                break
-            offset += colon + 1 + int(head[:colon]) + 1
-            count += 1
-            if offset - start >= part_bytes and offset < size:
-                parts.append(Part(path, start, offset, before))
-                start, before = offset, count
-    if start < size or not parts:
-        parts.append(Part(path, start, None, before))
-    return parts
-
-
-def plan(paths: list[Path], kinds: dict[Path, str], jobs: int, part_bytes: int = PART_BYTES) -> list[list[Part]]:
-    """The input as `jobs` (or fewer) contiguous shares of about equal bytes, one per process."""
-    total = sum(p.stat().st_size for p in paths)
-    if jobs <= 1 or total <= part_bytes:
-        return [[Part(p, har=kinds[p] == "har") for p in paths]]
-    share = -(-total // jobs)
-    pieces: list[Part] = []
-    for p in paths:
-        if kinds[p] == "har":
-            pieces.append(Part(p, har=True))
-        else:
-            pieces.extend(split_flow_file(p, min(part_bytes, max(1, share // 4))))
-    groups: list[list[Part]] = [[]]
-    filled = 0
-    for piece in pieces:
-        if filled >= share and len(groups) < jobs:
-            groups.append([])
-            filled = 0
-        groups[-1].append(piece)
-        filled += piece.size()
-    return [g for g in groups if g]
+__all__ = ["NOT_A_CAPTURE", "IngestError", "IngestResult", "Part", "ingest", "kind", "plan", "split_flow_file"]
 
 
 class _Writer(DatasetWriter):
