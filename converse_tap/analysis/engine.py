@@ -29,7 +29,8 @@ from .facts_sql import (
     ANOMALIES,
     CITED,
     CITED_TITLES,
-    DAY,
+    DATE,
+    DATE_TEXT,
     DETAIL_COLUMNS,
     GROUP_KEYS,
     INSTANCE_KEYS,
@@ -78,6 +79,7 @@ class Engine:
         self.listed: dict[str, TableFiles] = {}  # the Parquet files read, per table
         self._built: set[str] = set()
         self._messages: tuple[int, int] | None = None  # distinct agent messages, those with the envelope
+        self._turns: int | None = None  # turns, once turn_counts has counted them
         # parts of the sightings (source, first position, end position) the replies are built from in turn
         self._chunks: list[tuple[str, int, int | None]] = []
         # closed on close(), or when the engine is collected or the interpreter exits (a notebook may never close)
@@ -303,6 +305,7 @@ class Engine:
 
     def drop_facts(self) -> None:
         """Free the materialised facts (the report's last query is done)."""
+        self._turns = None
         for what in ("turns", "last_verdicts", "replies", "message_keys"):
             if what in self._built:
                 self.con.execute(f"DROP {'VIEW' if what == 'turns' else 'TABLE'} {what}")
@@ -314,20 +317,24 @@ class Engine:
 
     def turn_counts(self) -> pd.DataFrame:
         """Turns counted by agent, day, routine, coverage fields and whether cited (`citation_count` 0/1)."""
-        return self.df(
-            f"""SELECT coalesce(agent, '{NONE}') AS agent, {DAY} AS day, {ROUTINE} AS routine,
-                       coverage_availability, coverage, coverage_reason,
-                       (coalesce(citation_count, 0) > 0)::INTEGER AS citation_count, count(*) AS n
-                FROM turns GROUP BY ALL""",
+        counts = self.df(
+            f"""SELECT agent, {DATE_TEXT}, routine, coverage_availability, coverage, coverage_reason, citation_count, n
+                FROM (SELECT coalesce(agent, '{NONE}') AS agent, {DATE} AS day, {ROUTINE} AS routine,
+                             coverage_availability, coverage, coverage_reason,
+                             (coalesce(citation_count, 0) > 0)::INTEGER AS citation_count, count(*) AS n
+                      FROM turns GROUP BY ALL)""",
             "turns",
         )
+        self._turns = int(counts["n"].sum())  # what dataset_counts would count again
+        return counts
 
     def reply_counts(self) -> pd.DataFrame:
         """Replies counted by agent, day, routine, author and invocation."""
         return self.df(
-            f"""SELECT coalesce(agent, '{NONE}') AS agent, {DAY} AS day, {ROUTINE} AS routine, author,
-                       invocation_tool_name, invocation_outcome, count(*) AS n
-                FROM replies GROUP BY ALL""",
+            f"""SELECT agent, {DATE_TEXT}, routine, author, invocation_tool_name, invocation_outcome, n
+                FROM (SELECT coalesce(agent, '{NONE}') AS agent, {DATE} AS day, {ROUTINE} AS routine, author,
+                             invocation_tool_name, invocation_outcome, count(*) AS n
+                      FROM replies GROUP BY ALL)""",
             "replies",
         )
 
@@ -377,7 +384,7 @@ class Engine:
             "exchanges": ex,
             "sightings": sightings,
             "replies": self.scalar("SELECT count(*) FROM replies", "replies"),
-            "turns": self.scalar("SELECT count(*) FROM turns", "turns"),
+            "turns": self._turns if self._turns is not None else self.scalar("SELECT count(*) FROM turns", "turns"),
             "agents": agents,
             "first_seen": pd.Timestamp(first) if first is not None else None,
             "last_seen": pd.Timestamp(last) if last is not None else None,

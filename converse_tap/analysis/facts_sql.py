@@ -74,6 +74,9 @@ GROUP BY agent, {TURN_ID}
 TURNS = f"SELECT r.*, {TURN_ID} AS turn_id FROM replies r SEMI JOIN last_verdicts USING (first_pos)"
 
 DAY = f"coalesce(strftime(first_seen, '%Y-%m-%d'), '{NONE}')"
+# to count by day, rows are grouped by the date (four bytes) and only the groups' dates are written out as text
+DATE = "first_seen::DATE"
+DATE_TEXT = f"coalesce(strftime(day, '%Y-%m-%d'), '{NONE}') AS day"
 ROUTINE = f"coalesce(routine_name, routine_tool_name, '{NONE}')"
 GROUP_KEYS = {"all": "'all'", "agent": f"coalesce(agent, '{NONE}')", "day": DAY, "routine": ROUTINE}
 
