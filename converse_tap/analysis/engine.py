@@ -29,8 +29,6 @@ from .facts_sql import (
     ANOMALIES,
     CITED,
     CITED_TITLES,
-    DATE,
-    DATE_TEXT,
     DETAIL_COLUMNS,
     GROUP_KEYS,
     INSTANCE_KEYS,
@@ -40,10 +38,13 @@ from .facts_sql import (
     ORDER,
     REPLIES,
     REPLY_COLUMNS,
-    ROUTINE,
+    REPLY_COUNTS,
+    TURN_COUNTS,
     TURNS,
     abandoned_slots_sql,
+    conversation_summary_sql,
     conversations_sql,
+    keys_sql,
     replies_sql,
     routine_counts_sql,
     routine_middles_sql,
@@ -66,6 +67,9 @@ DEFAULT_MEMORY_LIMIT = "500MB"  # with the rest of the process, a report stays u
 # replies are built from runs of files of about this many message rows: the join of one run with its message keys
 # fits the default memory limit, so the time grows with the rows rather than with spilling (performance.md)
 CHUNK_ROWS = 10_000_000
+# the message keys are grouped in hash partitions of about this many message rows each, one after the other: one
+# grouping of every key of 100M rows does not fit the default memory limit (performance.md, section 5.0)
+PARTITION_ROWS = 25_000_000
 
 
 class Engine:
@@ -82,6 +86,7 @@ class Engine:
         self._turns: int | None = None  # turns, once turn_counts has counted them
         # parts of the sightings (source, first position, end position) the replies are built from in turn
         self._chunks: list[tuple[str, int, int | None]] = []
+        self._partitions = 1  # hash partitions the message keys are grouped in, one after the other
         # closed on close(), or when the engine is collected or the interpreter exits (a notebook may never close)
         self._finalizer = weakref.finalize(self, _release, con, spill)
 
@@ -111,10 +116,12 @@ class Engine:
         memory_limit: str | None = DEFAULT_MEMORY_LIMIT,
         threads: int | None = None,
         chunk_rows: int = CHUNK_ROWS,
+        partition_rows: int = PARTITION_ROWS,
     ) -> Engine:
         """Views over the Parquet files of `root` and the rows still in its journals, narrowed to the window
         (pushed down to the scan). Files that are not the dataset's are skipped and listed in `skipped`.
-        The replies are built from runs of files of about `chunk_rows` message rows, one after the other."""
+        The replies are built from runs of files of about `chunk_rows` message rows, one after the other, and
+        the message keys in hash partitions of about `partition_rows` message rows."""
         window = window or Window()
         con, spill = cls._connect(memory_limit, threads)
         first = window.since.strftime("%Y-%m-%d") if window.since else None
@@ -124,6 +131,7 @@ class Engine:
             objstore.register_duckdb(con)
         present, skipped = [], []
         chunks: list[tuple[str, int, int | None]] = []
+        message_rows = 0
         for table, columns, ts in (
             ("messages", [*MESSAGE_COLUMNS, "object_kind"], "ts"),
             ("exchanges", EXCHANGE_COLUMNS, "ts_start"),
@@ -150,16 +158,17 @@ class Engine:
             source = " UNION ALL BY NAME ".join(f"({p})" for p in parts)
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM ({source}) WHERE {where}")
             if table == "messages" and files:
-                chunks = [
-                    (f"(SELECT * FROM ({_scan_sql(con, group, columns, lo, root)}) WHERE {where})", lo << 40, end << 40)
-                    for group, lo, end in _file_groups(files, chunk_rows, root)
-                ]
+                for group, lo, end, rows in _file_groups(files, chunk_rows, root):
+                    scan = _scan_sql(con, group, columns, lo, root)
+                    chunks.append((f"(SELECT * FROM ({scan}) WHERE {where})", lo << 40, end << 40))
+                    message_rows += rows
                 if pending:
                     chunks.append((f"(SELECT * FROM _messages_journaled WHERE {where})", len(files) << 40, None))
         present = [t for t in TABLES if t in present]
         engine = cls(con, str(root), present, spill)
         engine.skipped, engine.journals, engine.listed = skipped, journals, listed
         engine._chunks = chunks if len(chunks) > 1 else []
+        engine._partitions = max(1, -(-message_rows // max(1, partition_rows)))
         return engine
 
     @classmethod
@@ -225,6 +234,10 @@ class Engine:
             for i, (source, low, high) in enumerate(self._chunks):
                 part = replies_sql(source, low, high)
                 self.con.execute(f"CREATE TEMP TABLE replies AS {part}" if i == 0 else f"INSERT INTO replies {part}")
+        elif what == "message_keys" and self._partitions > 1:  # a partition of the keys at a time
+            for i in range(self._partitions):
+                part = keys_sql(i, self._partitions)
+                self.con.execute(f"CREATE TEMP TABLE {what} AS {part}" if i == 0 else f"INSERT INTO {what} {part}")
         else:
             self.con.execute(f"CREATE TEMP {kind} {what} AS {sql}")
         self._built.add(what)
@@ -317,40 +330,18 @@ class Engine:
 
     def turn_counts(self) -> pd.DataFrame:
         """Turns counted by agent, day, routine, coverage fields and whether cited (`citation_count` 0/1)."""
-        counts = self.df(
-            f"""SELECT agent, {DATE_TEXT}, routine, coverage_availability, coverage, coverage_reason, citation_count, n
-                FROM (SELECT coalesce(agent, '{NONE}') AS agent, {DATE} AS day, {ROUTINE} AS routine,
-                             coverage_availability, coverage, coverage_reason,
-                             (coalesce(citation_count, 0) > 0)::INTEGER AS citation_count, count(*) AS n
-                      FROM turns GROUP BY ALL)""",
-            "turns",
-        )
+        counts = self.df(TURN_COUNTS, "turns")
         self._turns = int(counts["n"].sum())  # what dataset_counts would count again
         return counts
 
     def reply_counts(self) -> pd.DataFrame:
         """Replies counted by agent, day, routine, author and invocation."""
-        return self.df(
-            f"""SELECT agent, {DATE_TEXT}, routine, author, invocation_tool_name, invocation_outcome, n
-                FROM (SELECT coalesce(agent, '{NONE}') AS agent, {DATE} AS day, {ROUTINE} AS routine, author,
-                             invocation_tool_name, invocation_outcome, count(*) AS n
-                      FROM replies GROUP BY ALL)""",
-            "replies",
-        )
+        return self.df(REPLY_COUNTS, "replies")
 
     def conversation_summary(self, grouping: str = "all") -> pd.DataFrame:
         """Per key of a grouping (all, agent, day, routine): conversations, those with a human reply,
         suppressed turns, hand-offs and hand-backs."""
-        sql = conversations_sql(GROUP_KEYS[grouping])
-        return self.df(
-            f"""SELECT g AS key, count(*) AS conversations,
-                       count(*) FILTER (WHERE human_replies > 0) AS conversations_with_human,
-                       sum(suppressed_turns)::BIGINT AS suppressed_turns,
-                       sum(handoffs_to_human)::BIGINT AS handoffs_to_human,
-                       sum(handbacks_to_agent)::BIGINT AS handbacks_to_agent
-                FROM ({sql}) GROUP BY g""",
-            "replies",
-        )
+        return self.df(conversation_summary_sql(GROUP_KEYS[grouping]), "replies")
 
     def cited(self) -> pd.DataFrame:
         """Replies citing each document, by agent, day and routine; titles are the last one seen."""

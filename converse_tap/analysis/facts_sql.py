@@ -39,15 +39,24 @@ _TERMINAL = ", ".join(f"'{s}'" for s in sorted(TERMINAL_ROUTINE_STATUSES))
 
 REPLY_KEY = "coalesce(message_id, 'sighting:' || exchange_id || ':' || seq)"
 FIRST_SK = SORT_KEY.format(ts="first_seen", pos="first_pos")  # a reply's first sighting as one sort key
+
+
 # One pass over the agent messages: per distinct message, whether any sighting carried the envelope (adoption),
 # and of its sightings with the envelope the first (time and position) and the last (position).
-KEYS = f"""
+def keys_sql(part: int = 0, parts: int = 1) -> str:
+    """The keys above, or those of one hash partition of them (`hash` is DuckDB's, on the engine that
+    partitions): every sighting of a key lands in the same partition, so the partitions' keys are the keys."""
+    where = f" WHERE hash({REPLY_KEY}) % {int(parts)} = {int(part)}" if parts > 1 else ""
+    return f"""
 SELECT bool_or(coalesce(has_envelope, false)) AS carried,
        min(ts) FILTER (WHERE has_envelope) AS first_seen,
        (min({SORT_KEY.format(ts="ts", pos="pos")}) FILTER (WHERE has_envelope) & {_LOW64})::BIGINT AS first_pos,
        (max({SORT_KEY.format(ts="ts", pos="pos")}) FILTER (WHERE has_envelope) & {_LOW64})::BIGINT AS last_pos
-FROM sightings GROUP BY {REPLY_KEY}
+FROM sightings{where} GROUP BY {REPLY_KEY}
 """
+
+
+KEYS = keys_sql()
 
 
 def replies_sql(source: str = "sightings", low: int | None = None, high: int | None = None) -> str:
@@ -97,6 +106,36 @@ FROM (
     FROM replies
 )
 GROUP BY g, agent, conversation
+"""
+
+
+def conversation_summary_sql(group: str = "'all'") -> str:
+    """Per key `g` of a grouping: conversations, those with a human reply, suppressed turns, hand-offs and
+    hand-backs."""
+    return f"""
+SELECT g AS key, count(*) AS conversations,
+       count(*) FILTER (WHERE human_replies > 0) AS conversations_with_human,
+       sum(suppressed_turns)::BIGINT AS suppressed_turns,
+       sum(handoffs_to_human)::BIGINT AS handoffs_to_human,
+       sum(handbacks_to_agent)::BIGINT AS handbacks_to_agent
+FROM ({conversations_sql(group)}) GROUP BY g
+"""
+
+
+# turns by agent, day, routine, coverage fields and whether cited (`citation_count` 0/1); replies by agent, day,
+# routine, author and invocation
+TURN_COUNTS = f"""
+SELECT agent, {DATE_TEXT}, routine, coverage_availability, coverage, coverage_reason, citation_count, n
+FROM (SELECT coalesce(agent, '{NONE}') AS agent, {DATE} AS day, {ROUTINE} AS routine,
+             coverage_availability, coverage, coverage_reason,
+             (coalesce(citation_count, 0) > 0)::INTEGER AS citation_count, count(*) AS n
+      FROM turns GROUP BY ALL)
+"""
+REPLY_COUNTS = f"""
+SELECT agent, {DATE_TEXT}, routine, author, invocation_tool_name, invocation_outcome, n
+FROM (SELECT coalesce(agent, '{NONE}') AS agent, {DATE} AS day, {ROUTINE} AS routine, author,
+             invocation_tool_name, invocation_outcome, count(*) AS n
+      FROM replies GROUP BY ALL)
 """
 
 

@@ -53,19 +53,19 @@ def _scan_sql(
     return f"SELECT {select}, ((file_index::BIGINT + {first}) << 40) + file_row_number AS pos FROM {scan}"
 
 
-def _file_groups(files: list[str], chunk_rows: int, root: str | Path = "") -> Iterator[tuple[list[str], int, int]]:
+def _file_groups(files: list[str], chunk_rows: int, root: str | Path = "") -> Iterator[tuple[list[str], int, int, int]]:
     """Runs of consecutive files holding about `chunk_rows` rows each (a larger file is a run of its own):
-    (files, index of the first, index after the last)."""
+    (files, index of the first, index after the last, rows)."""
     fs = objstore.parse(str(root)).fs if objstore.is_remote(root) else None
     start, rows = 0, 0
     for i, f in enumerate(files):
         n = pq.read_metadata(f, filesystem=fs).num_rows
         if rows and rows + n > chunk_rows:
-            yield files[start:i], start, i
+            yield files[start:i], start, i, rows
             start, rows = i, 0
         rows += n
     if start < len(files):
-        yield files[start:], start, len(files)
+        yield files[start:], start, len(files), rows
 
 
 def _journals_then_files(

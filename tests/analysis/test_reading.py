@@ -178,3 +178,24 @@ def test_replies_built_file_run_by_file_run_are_the_replies_built_at_once(tmp_pa
     with Engine.over_dataset(tmp_path, chunk_rows=1) as parts:
         rep = build_report(parts)
     assert headline(rep) == SAMPLE
+
+
+def test_message_keys_grouped_partition_by_partition_are_the_keys_grouped_at_once(tmp_path: Path) -> None:
+    """Past `partition_rows` message rows, the message keys are grouped one hash partition at a time: the same
+    keys, first and last sightings and adoption counts, so the same report."""
+    from converse_tap.analysis.engine import Engine
+    from converse_tap.analysis.report import build_report
+
+    build_sample(tmp_path)
+    build_sample(tmp_path)
+    keys = "SELECT * FROM message_keys ORDER BY first_pos NULLS LAST, last_pos NULLS LAST, carried"
+    with Engine.over_dataset(tmp_path) as whole, Engine.over_dataset(tmp_path, partition_rows=5) as parts:
+        assert whole._partitions == 1 and parts._partitions > 3
+        whole.build("message_keys")
+        parts.build("message_keys")
+        assert parts.con.sql(keys).fetchall() == whole.con.sql(keys).fetchall()
+        assert build_report(parts, by=("agent", "day", "routine")) == build_report(
+            whole, by=("agent", "day", "routine")
+        )
+    with Engine.over_dataset(tmp_path, partition_rows=5, chunk_rows=1) as both:
+        assert headline(build_report(both)) == SAMPLE
