@@ -37,9 +37,12 @@ _HINT = re.compile("|".join(map(re.escape, _SHAPE_HINTS)))  # any hint as a subs
 _CANDIDATE = re.compile(r"[A-Za-z0-9_.-]{14,}")
 # `;name=value` path parameters (`;jsessionid=...`): the value of a secret-looking name
 _PATH_PARAM = re.compile(r";([^;/=?#]*)=([^;/?#]*)")
-# userinfo in a URL inside free text (a log line): `scheme://user:pw@host` -> `scheme://host`
-_TEXT_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"<>]*@")
-_TEXT_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s'\"<>]+")
+# userinfo in a URL inside free text (a log line): `scheme://user:pw@host` -> `scheme://host`. A match starts
+# where a run of scheme characters starts (the lookbehind), never inside one: from `\b`, a text like `a.a.a.a…`
+# was scanned from each of its word starts to the end of the run, O(n²) (16 KB took seconds). The whole run
+# before `://` is the scheme; userinfo after any run goes (also after `_` or a digit, where `\b[a-z]` missed it)
+_TEXT_USERINFO = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z0-9+.-]*://)[^/\s@'\"<>]*@")
+_TEXT_URL = re.compile(r"(?i)(?<![a-z0-9+.-])[a-z0-9+.-]*://[^\s'\"<>]+")
 
 
 def is_secret_name(name: str) -> bool:

@@ -6,6 +6,8 @@ import io
 import json
 import logging
 import pickle
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given
@@ -275,3 +277,29 @@ def test_the_caches_keep_no_long_string_from_the_wire() -> None:
     short = "https://agent.test/a2a/ag_short?token=SECRETVALUE"
     assert extract.agent_of(short) == extract.agent_of(short) == ("agent.test/a2a/ag_short", None)
     assert extract.agent_of.cache.cache_info().currsize == agents + 1
+
+
+def test_urls_in_free_text_are_found_in_linear_time() -> None:
+    """A text of n characters like `a.a.a.a… ://x` (a JSON-RPC error message, a card's description: both come
+    from the wire) made the URL patterns start at each of its n/2 word starts and scan to the end of the run, O(n²):
+    200 KB would hold the recording worker for minutes. Run in a child process, so that a regression fails here
+    (killed after 60 s, where a linear scan takes milliseconds) instead of hanging the suite."""
+    code = (
+        "from converse_tap.a2a.redact import Redaction\n"
+        "run = 'a.' * 100_000\n"
+        "for r in (Redaction(), Redaction.from_patterns(['zz'])):\n"
+        "    for tail in (' ://x', '://x', '://u:pw@h/', '+' * 1000 + ' http://x'):\n"
+        "        r.log_text(run + tail)\n"
+        "print('done')\n"
+    )
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("redacting a 200 KB run of scheme characters took over 60 s: the URL patterns backtrack")
+    assert proc.stdout == "done\n", proc.stderr
+    # and what they find is what they found: userinfo goes after any run, URLs are redacted as URLs
+    r = Redaction()
+    assert r.log_text("a." * 1000 + "http://u:SECRETPW@h/x") == "a." * 1000 + "http://h/x"
+    assert r.log_text("see http://u:pw@h/a?token=T1 now") == f"see http://h/a?token={REDACTED} now"
+    assert r.log_text("1.x+y-z://u:pw@h/x") == "1.x+y-z://h/x"
+    assert r.log_text("_http://u:pw@h/x and a.b.c") == "_http://h/x and a.b.c"
