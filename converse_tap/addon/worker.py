@@ -182,15 +182,14 @@ class Worker:
             self.streams[fid] = _Stream(ex, extractor, SseParser(self.max_body), None, grpc=grpc)
             return
         inflater = None
+        failed = None
         ce = ", ".join(ex.response_headers.get_all("content-encoding"))
         try:
             inflater = Inflater(ce, None) if ce else None
-        except ValueError as e:
-            ex.anomalies.append(f"sse_not_parsed:{e}")
-        stream = _Stream(ex, extractor, SseParser(self.max_body), inflater)
-        if inflater is None and ce and ce.strip().lower() != "identity":
-            stream.failed = "unsupported content-encoding"
-        self.streams[fid] = stream
+        except ValueError as e:  # noted on the row (the exchange's own anomalies were copied at `start`)
+            failed = "unsupported content-encoding"
+            extractor.note(f"sse_not_parsed:{e}"[:200])
+        self.streams[fid] = _Stream(ex, extractor, SseParser(self.max_body), inflater, failed=failed)
 
     def _chunk(self, stream: _Stream, received: float, chunk: bytes) -> None:
         stream.bytes += len(chunk)

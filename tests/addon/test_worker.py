@@ -178,3 +178,17 @@ def test_a_reverse_mode_card_pointing_at_the_agent_is_warned_about_once(tmp_path
     warnings = [r.message for r in caplog.records if "bypass this reverse-mode recorder" in r.message]
     assert len(warnings) == 1 and BASE + "/a2a/jsonrpc" in warnings[0]
     assert not w.reverse
+
+
+def test_a_stream_in_an_encoding_not_decoded_says_so_on_its_row(tmp_path: Path) -> None:
+    """The stream is recorded unparsed, and its row names why (the note was added to the exchange after the
+    extractor had copied its anomalies, and was lost)."""
+    w = _worker(tmp_path)
+    head = (200, [(b"content-type", b"text/event-stream"), (b"content-encoding", b"compress")], 1.1)
+    w.handle(("o", "s", _req(jsonrpc_request("SendStreamingMessage")), head))
+    w.handle(("c", "s", 1.2, b"\x1f\x9d not parsed"))
+    w.handle(("e", "s", (1.3, None), None, False))
+    w.close()
+    ex = load(tmp_path, "exchanges").iloc[0]
+    assert "sse_not_parsed:unsupported content-encoding 'compress'" in list(ex["anomalies"])
+    assert ex["bytes_out"] == 13 and ex["sse_events"] == 0
