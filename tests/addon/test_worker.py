@@ -192,3 +192,36 @@ def test_a_stream_in_an_encoding_not_decoded_says_so_on_its_row(tmp_path: Path) 
     ex = load(tmp_path, "exchanges").iloc[0]
     assert "sse_not_parsed:unsupported content-encoding 'compress'" in list(ex["anomalies"])
     assert ex["bytes_out"] == 13 and ex["sse_events"] == 0
+
+
+def test_a_body_nested_in_a_thousand_content_codings_is_recorded_not_followed(tmp_path: Path) -> None:
+    """`Content-Encoding: gzip, gzip, …` (a thousand times, and a body nested as deep: 21 KB) made the decoder
+    recurse past Python's limit: the RecursionError escaped the worker's record handling and the exchange was lost.
+    Past MAX_CODINGS the body is not decoded, and the exchange is recorded with an anomaly saying so."""
+    import gzip
+
+    body = jsonrpc_result({"message": agent_message()})
+    nested = body
+    for _ in range(1000):
+        nested = gzip.compress(nested, mtime=0)
+    codings = ", ".join(["gzip"] * 1000).encode()
+    headers = [*HEADERS, (b"content-encoding", codings)]
+    w = _worker(tmp_path)
+    w.handle(("x", "deep", _req(jsonrpc_request()), (200, headers, 1.1, 1.2, nested, len(nested)), None))
+    stream_head = (200, [(b"content-type", b"text/event-stream"), (b"content-encoding", codings)], 1.1)
+    w.handle(("o", "deep-stream", _req(jsonrpc_request("SendStreamingMessage")), stream_head))
+    w.handle(("c", "deep-stream", 1.2, nested))
+    w.handle(("e", "deep-stream", (1.3, None), None, False))
+    w.close()
+    ex = load(tmp_path, "exchanges").set_index("exchange_id")
+    assert set(ex.index) == {"deep", "deep-stream"}
+    assert any(a.startswith("response_content_encoding_invalid:gzip, gzip") for a in ex.loc["deep", "anomalies"])
+    assert any(a.startswith("sse_not_parsed:1000 content-codings") for a in ex.loc["deep-stream", "anomalies"])
+    # as many codings as a server would use still decode
+    from converse_tap.a2a.inflate import MAX_CODINGS, inflate
+
+    twice = gzip.compress(gzip.compress(body))
+    assert inflate(twice, "gzip, gzip", 1 << 20) == body
+    assert inflate(twice, ", ".join(["identity", "gzip", "gzip", *["identity"] * 20]), 1 << 20) == body
+    with pytest.raises(ValueError, match="content-codings"):
+        inflate(body, ", ".join(["gzip"] * (MAX_CODINGS + 1)), 1 << 20)
