@@ -19,6 +19,7 @@ from converse_tap.a2a.redact import REDACTED, LogRedactor, Redaction, TextPolicy
 from converse_tap.addon.flows import exchange_from_flow
 from tests.factories import EXT, a2a_flow, agent_message, envelope, jsonrpc_result
 
+BASE_URL = "http://agent.test:9000/a2a"
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJKV1RTRUNSRVQifQ.c2lnbmF0dXJlX0pXVFNFQ1JFVA"
 
 
@@ -303,3 +304,32 @@ def test_urls_in_free_text_are_found_in_linear_time() -> None:
     assert r.log_text("see http://u:pw@h/a?token=T1 now") == f"see http://h/a?token={REDACTED} now"
     assert r.log_text("1.x+y-z://u:pw@h/x") == "1.x+y-z://h/x"
     assert r.log_text("_http://u:pw@h/x and a.b.c") == "_http://h/x and a.b.c"
+
+
+def _nested(depth: int, leaf: object) -> object:
+    for i in range(depth):
+        leaf = {"n": leaf} if i % 2 else [leaf]
+    return leaf
+
+
+def test_documents_nested_as_deep_as_json_reads_are_redacted() -> None:
+    """An envelope or a card with a URL inside 1,200 levels of nesting (json.loads reads that deep): redacting its
+    copy recursed past Python's limit and the whole exchange became `extraction_failed:RecursionError`, its
+    messages and cards lost. The copy is made with a loop, as `changes` already was."""
+    deep = _nested(1200, "https://user:DEEPPW1@docs.test/x?token=DEEPTOK2")
+    env = envelope(detail=deep)
+    ext = extract(_exchange(BASE_URL, jsonrpc_result({"message": agent_message(env=env)})), TextPolicy())
+    assert ext is not None and [m["direction"] for m in ext.messages] == ["request", "response"]
+    stored = ext.messages[1]["envelope_json"]
+    assert "DEEPPW1" not in stored and "DEEPTOK2" not in stored
+    assert json.loads(stored)["detail"] == _nested(1200, f"https://docs.test/x?token={REDACTED}")
+    card = {**CARD, "provider": deep}
+    flow = a2a_flow(method="GET", path="/.well-known/agent-card.json", response=json.dumps(card).encode())
+    ext = extract(exchange_from_flow(flow), TextPolicy())
+    assert ext is not None and len(ext.agent_cards) == 1
+    assert json.loads(ext.agent_cards[0]["card_json"])["provider"] == _nested(
+        1200, f"https://docs.test/x?token={REDACTED}"
+    )
+    # keys are redacted too, and a key that redacts to one already there replaces it, as a dict display does
+    doc = {"http://u:pw@h/": 1, "http://h/": 2, "k": [{"http://a:b@h/": "x"}]}
+    assert Redaction().json_urls(doc) == {"http://h/": 2, "k": [{"http://h/": "x"}]}
