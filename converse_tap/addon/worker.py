@@ -64,6 +64,7 @@ class _Stream:
     bytes: int = 0
     failed: str | None = None
     grpc: GrpcFrameParser | None = None  # a gRPC response: length-prefixed messages instead of SSE events
+    reverse: bool = False  # a GET captured by a reverse-mode proxy: a card it returns is checked
 
 
 class Worker:
@@ -95,7 +96,6 @@ class Worker:
         self.anomalies = 0
         self.failures = 0
         self.lost_streams = 0
-        self.reverse: set[str] = set()  # GETs captured by a reverse-mode proxy, until they are extracted
         self.warned: set[tuple[str, str]] = set()
 
     # -- records -----------------------------------------------------------------------------------------
@@ -104,7 +104,7 @@ class Worker:
         if kind == "x":
             _, fid, req, resp, err = record
             ex = self._exchange(fid, req, resp, err)
-            self._submit(ex, lambda: self._extract_whole(ex))
+            self._submit(ex, lambda: self._extract_whole(ex), _reverse_get(req, ex))
         elif kind == "o":
             self._open(*record[1:])
         elif kind == "c":
@@ -115,7 +115,7 @@ class Worker:
             self._close(*record[1:])
 
     def _exchange(self, fid: str, req: tuple[Any, ...], resp: tuple[Any, ...] | None, err: Any) -> HttpExchange:
-        method, (scheme, host, port, path), version, fields, body, body_len, ts_start, client, server, reverse = req
+        method, (scheme, host, port, path), version, fields, body, body_len, ts_start, client, server, _reverse = req
         anomalies: list[str] = []
         headers = _headers(fields)
         too_large = body is not None and body_len > len(body)
@@ -135,8 +135,6 @@ class Worker:
             source="live",
             anomalies=anomalies,
         )
-        if reverse and ex.method == "GET":
-            self.reverse.add(fid)
         if too_large:
             anomalies.append(f"request_body_too_large:{body_len}")
         elif ex.request_body is None and body and any(a.startswith("request_body_too_large") for a in anomalies):
@@ -166,12 +164,13 @@ class Worker:
 
     def _open(self, fid: str, req: tuple[Any, ...], resp_head: tuple[Any, ...]) -> None:
         ex = self._exchange(fid, req, resp_head, None)
+        reverse = _reverse_get(req, ex)
         ex.sse_events = []  # tapped live: events go to the extractor as they come and are not kept
         try:
             extractor = Extractor.start(ex, self.policy, redaction=self.redaction)
         except Exception as e:
             error = e
-            self._submit(ex, lambda: failed_extraction(ex, error, self.redaction))
+            self._submit(ex, lambda: failed_extraction(ex, error, self.redaction), reverse)
             return
         if extractor is None:
             return
@@ -179,7 +178,7 @@ class Worker:
             ex.sse_events = None
             ex.grpc_frames = []
             grpc = GrpcFrameParser(self.max_body, ex.response_headers.get("grpc-encoding") or "")
-            self.streams[fid] = _Stream(ex, extractor, SseParser(self.max_body), None, grpc=grpc)
+            self.streams[fid] = _Stream(ex, extractor, SseParser(self.max_body), None, grpc=grpc, reverse=reverse)
             return
         inflater = None
         failed = None
@@ -189,7 +188,7 @@ class Worker:
         except ValueError as e:  # noted on the row (the exchange's own anomalies were copied at `start`)
             failed = "unsupported content-encoding"
             extractor.note(f"sse_not_parsed:{e}"[:200])
-        self.streams[fid] = _Stream(ex, extractor, SseParser(self.max_body), inflater, failed=failed)
+        self.streams[fid] = _Stream(ex, extractor, SseParser(self.max_body), inflater, failed=failed, reverse=reverse)
 
     def _chunk(self, stream: _Stream, received: float, chunk: bytes) -> None:
         stream.bytes += len(chunk)
@@ -246,12 +245,13 @@ class Worker:
         def finish() -> Extraction | None:
             return extractor.finish(partial=partial)
 
-        self._submit(ex, finish)
+        self._submit(ex, finish, stream.reverse)
 
-    def _submit(self, ex: HttpExchange, job: Any) -> None:
+    def _submit(self, ex: HttpExchange, job: Any, reverse: bool = False) -> None:
+        """`reverse`: a GET captured by a reverse-mode proxy. It travels with the job: nothing is kept per flow
+        outside the stream table, which a stream's end empties."""
+
         def safe() -> Extraction | None:
-            reverse = ex.id in self.reverse
-            self.reverse.discard(ex.id)
             try:
                 ext = job()
             except Exception as e:  # a bug or an input we did not foresee: the exchange is kept, flagged
@@ -325,6 +325,10 @@ class Worker:
             file=sys.stderr,
             flush=True,
         )
+
+
+def _reverse_get(req: tuple[Any, ...], ex: HttpExchange) -> bool:
+    return bool(req[-1]) and ex.method == "GET"
 
 
 _READ = 1 << 20  # the pipe's size (channel.py sets it)
