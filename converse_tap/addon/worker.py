@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from mitmproxy.net.http import url as urls
 
@@ -39,12 +38,12 @@ from ..nopandas import keep_pandas_out
 from ..store import objstore
 from ..store.recovery import recover
 from ..store.writer import DatasetWriter
+from .bypass import BypassCheck
 from .flows import PREFIX, _addr, _body
 from .summary import summary_lines
 
 log = logging.getLogger("converse_tap.worker")
 _LEN = struct.Struct(">I")
-_PORTS = {"http": 80, "https": 443}
 
 
 def _text(value: bytes | str) -> str:
@@ -96,7 +95,7 @@ class Worker:
         self.anomalies = 0
         self.failures = 0
         self.lost_streams = 0
-        self.warned: set[tuple[str, str]] = set()
+        self.bypass = BypassCheck()  # cards of reverse-mode GETs that send clients around the recorder
 
     # -- records -----------------------------------------------------------------------------------------
     def handle(self, record: tuple[Any, ...]) -> None:
@@ -260,7 +259,7 @@ class Worker:
                     log.exception("converse-tap: extraction failed on %s (logged once)", ex.id)
                 return failed_extraction(ex, e, self.redaction)
             if reverse and ext is not None and ext.agent_cards:
-                self._check_card(ext)
+                self.bypass(ext)
             return ext
 
         self.writer.write(safe)
@@ -272,30 +271,6 @@ class Worker:
             self.live.on_rows(ext)
         for line in summary_lines(ext, self.summary):
             print(line, file=sys.stderr, flush=True)
-
-    def _check_card(self, ext: Extraction) -> None:
-        """A card fetched through a reverse-mode recorder that sends clients straight to the agent: say so, once
-        per card and interface, since every client that follows it bypasses the recorder."""
-        agent = urlsplit(ext.exchange["url"] or "")
-        for card in ext.agent_cards:
-            for interface in card["interfaces"] or []:
-                url = interface.get("url") or ""
-                target = urlsplit(url)
-                if (target.hostname, target.port or _PORTS.get(target.scheme)) != (
-                    agent.hostname,
-                    agent.port or _PORTS.get(agent.scheme),
-                ):
-                    continue
-                key = (card["url"], url)
-                if key not in self.warned:
-                    self.warned.add(key)
-                    log.warning(
-                        "converse-tap: the agent card at %s advertises %s, the agent itself: clients that follow "
-                        "the card bypass this reverse-mode recorder and are not recorded (see README, 'Which "
-                        "proxy mode')",
-                        card["url"],
-                        url,
-                    )
 
     def _health(self) -> dict[str, float]:
         s = self.writer.stats

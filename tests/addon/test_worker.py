@@ -262,3 +262,21 @@ def test_reverse_mode_streams_that_are_not_a2a_leave_nothing_behind(tmp_path: Pa
     kept = _retained(run)
     w.close()
     assert kept < 100_000, kept  # 2,000 ids of 100+ characters held are over 300 KB
+
+
+def _card_get(fid: str, card: dict, path: bytes = b"/.well-known/agent-card.json") -> tuple:
+    get = (b"GET", (b"http", "agent.test", 9000, path), b"HTTP/1.1", [], b"", 0, 1.0)
+    req = (*get, ("127.0.0.1", 5000), ("agent.test", 9000), True)
+    return ("x", fid, req, (200, HEADERS, 1.1, 1.2, json.dumps(card).encode(), 9), None)
+
+
+def test_a_reverse_mode_card_with_a_port_out_of_range_is_recorded(tmp_path: Path) -> None:
+    """The bypass check read the port of each interface URL the card names; `:99999` raised, and the exchange,
+    card and all, was skipped by the writer."""
+    w = _worker(tmp_path)
+    for port in ("99999", "x1"):
+        card = {"name": "a", "supportedInterfaces": [{"url": f"http://agent.test:{port}/a2a", "protocolBinding": "X"}]}
+        w.handle(_card_get(f"card-{port}", card))
+    w.close()
+    assert sorted(load(tmp_path, "agent_cards")["exchange_id"]) == ["card-99999", "card-x1"]
+    assert w.writer.stats.extract_failures == 0
