@@ -1,7 +1,8 @@
 """Reverse mode's blind spot: an agent card, fetched through the recorder, that sends clients to the agent itself.
 
 Every client that follows such a card talks to the agent directly and is not recorded; the recording worker says
-so in its log, once per card and interface."""
+so in its log, once per card and interface, for the first MAX_WARNED of them (a client can fetch the card at ever
+new URLs: remembering each would grow the worker's memory, and its log, without bound)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ..a2a.extract import Extraction
 
 log = logging.getLogger("converse_tap.worker")
 _PORTS = {"http": 80, "https": 443}
+MAX_WARNED = 100
 
 
 def endpoint(url: str) -> tuple[str | None, int | None] | None:
@@ -46,12 +48,21 @@ class BypassCheck:
                 if agent is None or endpoint(url) != agent:
                     continue
                 key = (card["url"], url)
-                if key not in self.warned:
-                    self.warned.add(key)
+                if key in self.warned or len(self.warned) > MAX_WARNED:
+                    continue
+                if len(self.warned) == MAX_WARNED:
+                    self.warned.add(("", ""))  # full: said once
                     log.warning(
-                        "converse-tap: the agent card at %s advertises %s, the agent itself: clients that follow "
-                        "the card bypass this reverse-mode recorder and are not recorded (see README, 'Which "
-                        "proxy mode')",
-                        card["url"],
-                        url,
+                        "converse-tap: more agent cards fetched through this reverse-mode recorder advertise the "
+                        "agent itself; after %d, they are not logged",
+                        MAX_WARNED,
                     )
+                    continue
+                self.warned.add(key)
+                log.warning(
+                    "converse-tap: the agent card at %s advertises %s, the agent itself: clients that follow "
+                    "the card bypass this reverse-mode recorder and are not recorded (see README, 'Which "
+                    "proxy mode')",
+                    card["url"],
+                    url,
+                )

@@ -227,14 +227,15 @@ def test_a_body_nested_in_a_thousand_content_codings_is_recorded_not_followed(tm
 
 
 def _retained(run) -> int:
-    """Bytes still allocated after `run()` (tracemalloc), its first call made beforehand to warm caches."""
+    """Bytes the second of two calls `run(0)`, `run(1)` leaves allocated (tracemalloc): the first fills the bounded
+    caches (URLs, urlsplit's) with traced entries, which the second then only replaces."""
     import gc
     import tracemalloc
 
-    run(0)
-    gc.collect()
     tracemalloc.start()
     try:
+        run(0)
+        gc.collect()
         before = tracemalloc.get_traced_memory()[0]
         run(1)
         gc.collect()
@@ -280,3 +281,24 @@ def test_a_reverse_mode_card_with_a_port_out_of_range_is_recorded(tmp_path: Path
     w.close()
     assert sorted(load(tmp_path, "agent_cards")["exchange_id"]) == ["card-99999", "card-x1"]
     assert w.writer.stats.extract_failures == 0
+
+
+def test_reverse_mode_cards_at_ever_new_urls_are_not_remembered_without_bound(tmp_path: Path, caplog) -> None:
+    """The bypass warning is given once per card URL and interface: each pair was remembered, so cards fetched at
+    ever new URLs (`?v=1`, `?v=2`, … from the client) grew the worker's memory, and its log, without bound."""
+    from converse_tap.addon.bypass import MAX_WARNED
+
+    w = _worker(tmp_path)
+    card = {"name": "a", "supportedInterfaces": [{"url": BASE + "/a2a/jsonrpc", "protocolBinding": "JSONRPC"}]}
+    caplog.set_level(logging.WARNING)
+
+    def run(round_: int) -> None:
+        for i in range(1000):
+            path = f"/.well-known/agent-card.json?v={round_}-{i:05d}-{'x' * 600}".encode()  # past the URL caches
+            w.handle(_card_get(f"card-{round_}-{i}", card, path))
+
+    kept = _retained(run)
+    w.close()
+    assert kept < 100_000, kept  # 1,000 pairs of URLs of 600+ characters held are over 1 MB
+    warnings = [r.message for r in caplog.records if "reverse-mode recorder" in r.message]
+    assert len(warnings) == MAX_WARNED + 1 and "not logged" in warnings[-1]
