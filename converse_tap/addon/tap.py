@@ -98,7 +98,7 @@ class ConverseTap:
             "converse_tap_max_stream_events",
             int,
             10_000,
-            "SSE events parsed per stream; later events are counted, not parsed (the exchange says so).",
+            "SSE events (gRPC messages) parsed per stream; later ones are counted, not parsed (the exchange says so).",
         )
         loader.add_option(
             "converse_tap_backlog",

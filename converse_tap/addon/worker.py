@@ -175,7 +175,7 @@ class Worker:
             return
         if is_grpc(ex.response_headers.get("content-type")):
             ex.sse_events = None
-            ex.grpc_frames = []
+            ex.grpc_frames = []  # none kept: each goes to the extractor as it comes
             grpc = GrpcFrameParser(self.max_body, ex.response_headers.get("grpc-encoding") or "")
             self.streams[fid] = _Stream(ex, extractor, SseParser(self.max_body), None, grpc=grpc, reverse=reverse)
             return
@@ -193,9 +193,18 @@ class Worker:
         stream.bytes += len(chunk)
         if stream.failed is not None:
             return
-        if stream.grpc is not None:
-            assert stream.ex.grpc_frames is not None
-            stream.ex.grpc_frames.extend(stream.grpc.feed(chunk, received))
+        if stream.grpc is not None:  # each message parsed as it comes and not kept; past max_events, counted
+            extractor = stream.extractor
+            for frame in stream.grpc.feed(chunk, received):
+                if extractor.n_events >= self.max_events:
+                    if extractor.n_events == self.max_events:
+                        extractor.note(f"grpc_messages_not_parsed_past:{self.max_events}")
+                    extractor.n_events += 1
+                    continue
+                try:
+                    extractor.grpc_message(frame)
+                except Exception as e:  # a bug, or an input we did not foresee: it costs only this message
+                    extractor.note(f"grpc_message_failed:{extractor.n_events - 1}:{type(e).__name__}")
             return
         try:
             pieces = stream.inflater.pieces(chunk) if stream.inflater is not None else (chunk,)

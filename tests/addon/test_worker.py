@@ -302,3 +302,78 @@ def test_reverse_mode_cards_at_ever_new_urls_are_not_remembered_without_bound(tm
     assert kept < 100_000, kept  # 1,000 pairs of URLs of 600+ characters held are over 1 MB
     warnings = [r.message for r in caplog.records if "reverse-mode recorder" in r.message]
     assert len(warnings) == MAX_WARNED + 1 and "not logged" in warnings[-1]
+
+
+def test_a_long_grpc_stream_is_parsed_as_it_comes_and_counted_past_max_events(tmp_path: Path) -> None:
+    """A gRPC stream's messages were all kept, each with its bytes, until the stream ended, and all parsed then:
+    a subscription that streams for days grew the worker's memory by every byte it carried. Messages now go to
+    the extractor as they arrive and are not kept; past `max_events` they are counted, not parsed, like SSE."""
+    import tracemalloc
+
+    from a2a.types import a2a_pb2 as pb
+
+    from tests.factories import grpc_frame
+
+    def update(i: int) -> bytes:
+        text = f"step {i} " + "x" * 1000
+        msg = pb.Message(message_id=f"a-{i}", context_id="c", role=pb.ROLE_AGENT, parts=[pb.Part(text=text)])
+        status = pb.TaskStatus(state=pb.TASK_STATE_WORKING, message=msg)
+        return grpc_frame(pb.StreamResponse(status_update=pb.TaskStatusUpdateEvent(task_id="t", status=status)))
+
+    request = grpc_frame(pb.SendMessageRequest(message=pb.Message(message_id="u-1", role=pb.ROLE_USER)))
+    path = b"/lf.a2a.v1.A2AService/SendStreamingMessage"
+    grpc_headers = [(b"content-type", b"application/grpc")]
+    req = (b"POST", (b"https", "agent.test", 443, path), b"HTTP/2.0", grpc_headers, request, len(request))
+    req = (*req, 1.0, ("127.0.0.1", 5000), ("agent.test", 443), False)
+    w = _worker(tmp_path)  # max_events 3
+    w.handle(("o", "g", req, (200, grpc_headers, 1.1)))
+    tracemalloc.start()
+    try:
+        for i in range(100):
+            w.handle(("c", "g", 1.2, update(i)))
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(100, 2100):
+            w.handle(("c", "g", 1.2, update(i)))
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    w.handle(("e", "g", (1.3, [(b"grpc-status", b"0")]), None, False))
+    w.close()
+    assert kept < 100_000, kept  # 2,000 messages of 1 KB held are over 2 MB
+    ex = load(tmp_path, "exchanges").iloc[0]
+    assert (ex["binding"], ex["sse_events"], ex["complete"]) == ("grpc", 2100, True)
+    assert "grpc_messages_not_parsed_past:3" in list(ex["anomalies"])
+    msgs = load(tmp_path, "messages").sort_values("seq")
+    assert msgs["message_id"].tolist() == ["u-1", "a-0", "a-1", "a-2"]
+
+
+def test_a_grpc_message_whose_extraction_fails_costs_only_itself(tmp_path: Path, monkeypatch) -> None:
+    from a2a.types import a2a_pb2 as pb
+
+    from tests.factories import grpc_frame
+
+    def update(i: int) -> bytes:
+        msg = pb.Message(message_id=f"a-{i}", context_id="c", role=pb.ROLE_AGENT, parts=[pb.Part(text=f"step {i}")])
+        status = pb.TaskStatus(state=pb.TASK_STATE_WORKING, message=msg)
+        return grpc_frame(pb.StreamResponse(status_update=pb.TaskStatusUpdateEvent(task_id="t", status=status)))
+
+    payload = extract_module.Ctx.payload
+
+    def broken_at_1(self, doc, walk, index, error_event, ts):
+        if index == 1:
+            raise RuntimeError("bug")
+        return payload(self, doc, walk, index, error_event, ts)
+
+    monkeypatch.setattr(extract_module.Ctx, "payload", broken_at_1)
+    request = grpc_frame(pb.SendMessageRequest(message=pb.Message(message_id="u-1", role=pb.ROLE_USER)))
+    grpc_headers = [(b"content-type", b"application/grpc")]
+    url = (b"https", "agent.test", 443, b"/lf.a2a.v1.A2AService/SendStreamingMessage")
+    req = (b"POST", url, b"HTTP/2.0", grpc_headers, request, len(request), 1.0, None, None, False)
+    w = _worker(tmp_path)
+    w.handle(("o", "g", req, (200, grpc_headers, 1.1)))
+    w.handle(("c", "g", 1.2, update(0) + update(1) + update(2)))
+    w.handle(("e", "g", (1.3, [(b"grpc-status", b"0")]), None, False))
+    w.close()
+    ex = load(tmp_path, "exchanges").iloc[0]
+    assert ex["sse_events"] == 3 and "grpc_message_failed:1:RuntimeError" in list(ex["anomalies"])
+    assert load(tmp_path, "messages").sort_values("seq")["message_id"].tolist() == ["u-1", "a-0", "a-2"]
