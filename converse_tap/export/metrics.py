@@ -13,10 +13,12 @@ Live counters are not the report's definitions: see docs/operations.md ("Live me
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
+from ..a2a.redact import SHORT_TEXT
 from .spans import is_reply
 
 OTHER = "other"
@@ -163,7 +165,7 @@ class LiveMetrics:
         mid = m.get("message_id")
         if not mid:
             return True  # nothing to recognise it by: each sighting counts
-        key = (str(row.get("agent")), mid)
+        key = (_short(str(row.get("agent"))), _short(str(mid)))
         if key in self._seen:
             self._seen.move_to_end(key)
             return False
@@ -192,6 +194,13 @@ class LiveMetrics:
         from prometheus_client import generate_latest
 
         return generate_latest(self.registry)
+
+
+def _short(text: str) -> str:
+    """A string from the wire as a key to remember: itself, or a digest of it when it is long."""
+    if len(text) <= SHORT_TEXT:
+        return text
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class _Health:

@@ -194,3 +194,31 @@ def test_label_combinations_are_bounded_per_agent() -> None:
     other = (("agent", "flood"), ("author", OTHER), ("coverage", OTHER), ("reason", OTHER))
     assert flood[other] == n - MAX_SERIES
     assert replies[(("agent", "calm"), ("author", "agent"), ("coverage", "answered"), ("reason", ""))] == 1
+
+
+def test_reply_ids_remembered_for_counting_once_are_kept_short() -> None:
+    """The last 100,000 replies are remembered by agent and message id, both strings of the wire's making:
+    ids of 20 KB would have held 2 GB. Ids past SHORT_TEXT are remembered by a digest, still counted once."""
+    import gc
+    import tracemalloc
+
+    m = LiveMetrics()
+
+    def replies(round_: int) -> None:
+        for i in range(200):
+            mid = f"{round_}-{i}-" + "i" * 20_000
+            m.observe(_row(), [_reply(mid)])
+            m.observe(_row(), [_reply(mid)])  # seen again: counted once
+
+    tracemalloc.start()
+    try:
+        replies(0)
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        replies(1)
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 500_000, kept  # 200 ids of 20 KB held are 4 MB
+    assert sum(_samples(m, "converse_tap_replies_total").values()) == 400
