@@ -285,21 +285,19 @@ def test_a_reverse_mode_card_with_a_port_out_of_range_is_recorded(tmp_path: Path
 
 def test_reverse_mode_cards_at_ever_new_urls_are_not_remembered_without_bound(tmp_path: Path, caplog) -> None:
     """The bypass warning is given once per card URL and interface: each pair was remembered, so cards fetched at
-    ever new URLs (`?v=1`, `?v=2`, … from the client) grew the worker's memory, and its log, without bound."""
+    ever new URLs (`?v=1`, `?v=2`, … from the client) grew the worker's memory (4 MB per 1,000 URLs of 600
+    characters), and its log, without bound. (Counted, not measured: each exchange's rows wait in the writer
+    until its next flush, a matter of timing.)"""
     from converse_tap.addon.bypass import MAX_WARNED
 
     w = _worker(tmp_path)
     card = {"name": "a", "supportedInterfaces": [{"url": BASE + "/a2a/jsonrpc", "protocolBinding": "JSONRPC"}]}
     caplog.set_level(logging.WARNING)
-
-    def run(round_: int) -> None:
-        for i in range(1000):
-            path = f"/.well-known/agent-card.json?v={round_}-{i:05d}-{'x' * 600}".encode()  # past the URL caches
-            w.handle(_card_get(f"card-{round_}-{i}", card, path))
-
-    kept = _retained(run)
+    for i in range(3 * MAX_WARNED):
+        path = f"/.well-known/agent-card.json?v={i:05d}-{'x' * 600}".encode()
+        w.handle(_card_get(f"card-{i}", card, path))
     w.close()
-    assert kept < 100_000, kept  # 1,000 pairs of URLs of 600+ characters held are over 1 MB
+    assert len(w.bypass.warned) == MAX_WARNED + 1
     warnings = [r.message for r in caplog.records if "reverse-mode recorder" in r.message]
     assert len(warnings) == MAX_WARNED + 1 and "not logged" in warnings[-1]
 
