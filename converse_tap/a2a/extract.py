@@ -15,7 +15,7 @@ from .exchange import HttpExchange
 from .grpc import DEFAULT_MAX, extract_grpc_response, message_payload, request_params
 from .grpc_frames import GrpcFrame
 from .headers import split_uris
-from .objects import Sighting, Walk, get
+from .objects import MAX_SIGHTINGS, Sighting, Walk, get
 from .redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy, cached_for_short
 from .rows import MESSAGE_METHODS, Ctx, Extraction, id_or_none
 from .sse import SseEvent, parse_sse
@@ -372,6 +372,8 @@ def _finish(out: Extraction, walk: Walk, req: A2ARequest, confirmed: bool) -> Ex
         return None
     row = out.exchange
     row["anomalies"].extend(walk.anomalies)
+    if walk.skipped:
+        row["anomalies"].append(f"messages_not_recorded_past:{MAX_SIGHTINGS}:{walk.skipped}")
     if len(row["anomalies"]) > MAX_ANOMALIES:
         row["anomalies"] = _sample(row["anomalies"])
     row["context_id"] = walk.context_id or row["context_id"]
