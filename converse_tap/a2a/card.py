@@ -8,6 +8,20 @@ from typing import Any
 from .constants import CONVERSE_URI
 from .redact import NO_OPERATOR_PATTERNS, Redaction, redact_card_json
 
+# entries of each list a card row records (interfaces, skills, tools): `{}` is three bytes of a card, and each
+# entry is a dict of the row; past this the rest of a list is counted (card_items_not_recorded:<list>:<length>)
+MAX_CARD_ITEMS = 1000
+
+
+def _items(value: Any, name: str, anomalies: list[str]) -> list[Any]:
+    """A list of the card as given (anything else: none), cut to MAX_CARD_ITEMS, saying so."""
+    if not isinstance(value, list):
+        return []
+    if len(value) > MAX_CARD_ITEMS:
+        anomalies.append(f"card_items_not_recorded:{name}:{len(value)}")
+        return value[:MAX_CARD_ITEMS]
+    return value
+
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
@@ -63,7 +77,7 @@ def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
     out["protocol_version"] = _str(card.get("protocolVersion"))
 
     interfaces = []
-    for itf in card.get("supportedInterfaces") or []:
+    for itf in _items(card.get("supportedInterfaces"), "supportedInterfaces", anomalies):
         if isinstance(itf, dict):
             interfaces.append(
                 {
@@ -80,7 +94,7 @@ def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
                 "protocol_version": _str(card.get("protocolVersion")),
             }
         )
-        for itf in card.get("additionalInterfaces") or []:
+        for itf in _items(card.get("additionalInterfaces"), "additionalInterfaces", anomalies):
             if isinstance(itf, dict) and _str(itf.get("url")) != card["url"]:
                 interfaces.append(
                     {
@@ -91,8 +105,8 @@ def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
                 )
     out["interfaces"] = interfaces
 
-    skills = card.get("skills")
-    out["skill_ids"] = [s["id"] for s in skills or [] if isinstance(s, dict) and isinstance(s.get("id"), str)]
+    skills = _items(card.get("skills"), "skills", anomalies)
+    out["skill_ids"] = [s["id"] for s in skills if isinstance(s, dict) and isinstance(s.get("id"), str)]
 
     caps = card.get("capabilities")
     exts = caps.get("extensions") if isinstance(caps, dict) else None
@@ -126,7 +140,7 @@ def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
         anomalies.append(f"wrong_type:params.tools={type(tools).__name__}")
         tools = []
     skill_ids = set(out["skill_ids"])
-    for t in tools or []:
+    for t in _items(tools, "tools", anomalies):
         if not isinstance(t, dict):
             anomalies.append("wrong_type:params.tools[]")
             continue

@@ -12,9 +12,10 @@ from . import fastjson
 from .classify import A2ARequest, classify
 from .constants import CONVERSE_URI, TERMINAL_TASK_STATES
 from .exchange import HttpExchange
-from .grpc import DEFAULT_MAX, extract_grpc_response, request_params
+from .grpc import DEFAULT_MAX, extract_grpc_response, message_payload, request_params
+from .grpc_frames import GrpcFrame
 from .headers import split_uris
-from .objects import Sighting, Walk, get
+from .objects import MAX_SIGHTINGS, Sighting, Walk, get
 from .redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy, cached_for_short
 from .rows import MESSAGE_METHODS, Ctx, Extraction, id_or_none
 from .sse import SseEvent, parse_sse
@@ -238,6 +239,15 @@ class Extractor:
         elif self.walk.event_kinds and self.walk.event_kinds[-1] == "message":
             self.settled = True  # a stream answered with a Message ends with it
 
+    def grpc_message(self, frame: GrpcFrame) -> None:
+        """One message of a gRPC response as it arrives (live), in order; `finish` counts it, and no more."""
+        i = self.n_events
+        self.n_events += 1
+        message_payload(frame, i, self.req, self.out.exchange["anomalies"], self._grpc_payload, self.ex.ts_end)
+
+    def _grpc_payload(self, doc: Any, index: int | None, error_event: bool, ts: float | None) -> bool:
+        return self.ctx.payload(doc, self.walk, index, error_event, ts)
+
     def note(self, anomaly: str) -> None:
         """An anomaly the capture noticed after `start` (on the exchange's row)."""
         self.out.exchange["anomalies"].append(anomaly)
@@ -257,11 +267,7 @@ class Extractor:
             return _finish(self.out, walk, req, confirmed=req.certain)
         content_type = row["content_type"] or ""
         if req.binding == "grpc":
-
-            def payload(doc: Any, index: int | None, error_event: bool, ts: float | None) -> bool:
-                return self.ctx.payload(doc, walk, index, error_event, ts)
-
-            extract_grpc_response(ex, req, row, payload, DEFAULT_MAX)
+            extract_grpc_response(ex, req, row, self._grpc_payload, DEFAULT_MAX, self.n_events)
             if ex.status >= 400 and row["error_code"] is None:
                 row["error_code"] = ex.status
             cut = any(a.startswith("grpc_frame_truncated") for a in row["anomalies"])
@@ -366,6 +372,8 @@ def _finish(out: Extraction, walk: Walk, req: A2ARequest, confirmed: bool) -> Ex
         return None
     row = out.exchange
     row["anomalies"].extend(walk.anomalies)
+    if walk.skipped:
+        row["anomalies"].append(f"messages_not_recorded_past:{MAX_SIGHTINGS}:{walk.skipped}")
     if len(row["anomalies"]) > MAX_ANOMALIES:
         row["anomalies"] = _sample(row["anomalies"])
     row["context_id"] = walk.context_id or row["context_id"]

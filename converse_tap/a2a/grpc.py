@@ -267,12 +267,25 @@ def _reason(details: str | None, anomalies: list[str]) -> str | None:
 Payload = Callable[[Any, int | None, bool, float | None], bool]
 
 
+def message_payload(
+    frame: GrpcFrame, index: int, req: A2ARequest, anomalies: list[str], payload: Payload, ts: float | None
+) -> None:
+    """One response message (the `index`-th) decoded and handed to `payload`, or an anomaly saying why not."""
+    streaming = req.streaming
+    doc, note = _frame_doc(frame, req.dialect, req.method_raw.rsplit("/", 1)[-1], "response")
+    if note:
+        anomalies.append(f"{note}:{index}" if streaming else note)
+        return
+    payload(doc, index if streaming else None, False, frame.received or ts)
+
+
 def extract_grpc_response(
-    ex: HttpExchange, req: A2ARequest, row: dict[str, Any], payload: Payload, max_message: int
+    ex: HttpExchange, req: A2ARequest, row: dict[str, Any], payload: Payload, max_message: int, seen: int = 0
 ) -> None:
     """Fill `row` from a gRPC response: each message through `payload(doc, index, error, ts)`, then the status.
 
-    Messages come from the live tap (`ex.grpc_frames`) or are split from a whole body (flow files)."""
+    Messages come from the live tap, which hands each to `message_payload` as it arrives (`seen` of them, and
+    `ex.grpc_frames` empty), or from `ex.grpc_frames`, or are split from a whole body (flow files)."""
     anomalies: list[str] = row["anomalies"]
     trailers = ex.response_trailers
     if trailers is not None:
@@ -296,16 +309,12 @@ def extract_grpc_response(
         anomalies += notes
     streaming = req.streaming
     row["streamed"] = streaming
-    row["sse_events"] = len(frames) if streaming else None
-    if not streaming and len(frames) > 1:
-        anomalies.append(f"grpc_unary_messages:{len(frames)}")
-    for i, frame in enumerate(frames):
-        doc, note = _frame_doc(frame, req.dialect, req.method_raw.rsplit("/", 1)[-1], "response")
-        index = i if streaming else None
-        if note:
-            anomalies.append(f"{note}:{i}" if streaming else note)
-            continue
-        payload(doc, index, False, frame.received or ex.ts_end)
+    count = seen + len(frames)
+    row["sse_events"] = count if streaming else None
+    if not streaming and count > 1:
+        anomalies.append(f"grpc_unary_messages:{count}")
+    for i, frame in enumerate(frames, seen):
+        message_payload(frame, i, req, anomalies, payload, ex.ts_end)
     status, notes = grpc_status(ex.response_headers, trailers)
     anomalies += notes
     if status is None:

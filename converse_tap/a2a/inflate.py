@@ -19,6 +19,9 @@ except ImportError:  # pragma: no cover
 
 ENCODINGS = ("gzip", "x-gzip", "deflate", "br", "zstd", "identity")
 PIECE = 1 << 20
+# codings a body may be wrapped in (servers use one, rarely two): each is a decoder and a level of recursion in
+# `_chain`, so a header listing thousands of them (and a body nested as deep) must be refused, not followed
+MAX_CODINGS = 8
 # RFC 9659: HTTP zstd decoders need windows of at most 8 MB, and a larger one is how a frame makes the decoder
 # allocate up to 2 GiB before it yields a byte
 ZSTD_WINDOW_LOG_MAX = 23
@@ -114,15 +117,18 @@ class Inflater:
     total limit, for long streams: memory stays bounded by the piece size all the same).
 
     Raises TooLarge once the decoded body would pass `limit` (and on every later feed), ValueError for an
-    unsupported encoding (at construction) or corrupt data.
+    unsupported encoding or more than MAX_CODINGS of them (at construction) or corrupt data.
     """
 
     __slots__ = ("_stages", "failed", "limit", "total")
 
     def __init__(self, content_encoding: str, limit: int | None) -> None:
         names = [e.strip().lower() for e in content_encoding.split(",") if e.strip()]
+        names = [e for e in names if e != "identity"]
+        if len(names) > MAX_CODINGS:
+            raise ValueError(f"{len(names)} content-codings, more than the {MAX_CODINGS} decoded")
         # the last applied encoding is listed last and is undone first
-        self._stages = [_Stage(e) for e in reversed(names) if e != "identity"]
+        self._stages = [_Stage(e) for e in reversed(names)]
         self.limit = limit
         self.total = 0
         self.failed: ValueError | None = None

@@ -38,9 +38,15 @@ class Sighting:
     task_state: str | None = None
 
 
+# messages and artifacts recorded per exchange: each is a row of some forty columns, and `{},` is three bytes of a
+# task's history, so a 16 MiB body would be 5.6 million rows; past this they are counted (`skipped`), not kept
+MAX_SIGHTINGS = 20_000
+
+
 @dataclass(slots=True)
 class Walk:
     sightings: list[Sighting] = field(default_factory=list)
+    skipped: int = 0  # sightings past MAX_SIGHTINGS: counted, not kept
     task_id: str | None = None
     context_id: str | None = None
     task_state: str | None = None
@@ -137,7 +143,7 @@ def _walk_kind(kind: str, obj: dict[str, Any], location: str, w: Walk) -> None:
         _walk_task(obj, location, w, summarise=True)
     elif kind == "message":
         task_id, context_id = _s(get(obj, "taskId")), _s(get(obj, "contextId"))
-        w.sightings.append(Sighting(location, "message", kind, obj, task_id, context_id))
+        _sight(w, Sighting(location, "message", kind, obj, task_id, context_id))
         _summarise(w, task_id, context_id, None)
     elif kind == "statusUpdate":
         task_id, context_id = _s(get(obj, "taskId")), _s(get(obj, "contextId"))
@@ -147,15 +153,13 @@ def _walk_kind(kind: str, obj: dict[str, Any], location: str, w: Walk) -> None:
             state = normalise_state(status.get("state"), w.anomalies)
             msg = status.get("message")
             if isinstance(msg, dict):
-                w.sightings.append(
-                    Sighting(f"{location}.status.message", "message", kind, msg, task_id, context_id, state)
-                )
+                _sight(w, Sighting(f"{location}.status.message", "message", kind, msg, task_id, context_id, state))
         _summarise(w, task_id, context_id, state)
     elif kind == "artifactUpdate":
         task_id, context_id = _s(get(obj, "taskId")), _s(get(obj, "contextId"))
         art = obj.get("artifact")
         if isinstance(art, dict):
-            w.sightings.append(Sighting(f"{location}.artifact", "artifact", kind, art, task_id, context_id))
+            _sight(w, Sighting(f"{location}.artifact", "artifact", kind, art, task_id, context_id))
         _summarise(w, task_id, context_id, None)
 
 
@@ -163,22 +167,29 @@ def _walk_task(task: dict[str, Any], location: str, w: Walk, summarise: bool) ->
     task_id, context_id = _s(task.get("id")), _s(get(task, "contextId"))
     status = task.get("status")
     state = normalise_state(status.get("state"), w.anomalies) if isinstance(status, dict) else None
-    history = task.get("history")
-    if isinstance(history, list):
-        for i, m in enumerate(history):
-            if isinstance(m, dict):
-                w.sightings.append(Sighting(f"{location}.history[{i}]", "message", "task", m, task_id, context_id))
-    artifacts = task.get("artifacts")
-    if isinstance(artifacts, list):
-        for i, a in enumerate(artifacts):
-            if isinstance(a, dict):
-                w.sightings.append(Sighting(f"{location}.artifacts[{i}]", "artifact", "task", a, task_id, context_id))
+    for key, kind in (("history", "message"), ("artifacts", "artifact")):
+        items = task.get(key)
+        if not isinstance(items, list):
+            continue
+        for i, item in enumerate(items):
+            if len(w.sightings) >= MAX_SIGHTINGS:  # the rest counted at C speed, no Sighting made
+                w.skipped += sum(1 for x in items[i:] if isinstance(x, dict))
+                break
+            if isinstance(item, dict):
+                w.sightings.append(Sighting(f"{location}.{key}[{i}]", kind, "task", item, task_id, context_id))
     if isinstance(status, dict) and isinstance(status.get("message"), dict):
-        w.sightings.append(
-            Sighting(f"{location}.status.message", "message", "task", status["message"], task_id, context_id, state)
+        _sight(
+            w, Sighting(f"{location}.status.message", "message", "task", status["message"], task_id, context_id, state)
         )
     if summarise:
         _summarise(w, task_id, context_id, state)
+
+
+def _sight(w: Walk, s: Sighting) -> None:
+    if len(w.sightings) < MAX_SIGHTINGS:
+        w.sightings.append(s)
+    else:
+        w.skipped += 1
 
 
 def _summarise(w: Walk, task_id: str | None, context_id: str | None, state: str | None) -> None:

@@ -37,9 +37,12 @@ _HINT = re.compile("|".join(map(re.escape, _SHAPE_HINTS)))  # any hint as a subs
 _CANDIDATE = re.compile(r"[A-Za-z0-9_.-]{14,}")
 # `;name=value` path parameters (`;jsessionid=...`): the value of a secret-looking name
 _PATH_PARAM = re.compile(r";([^;/=?#]*)=([^;/?#]*)")
-# userinfo in a URL inside free text (a log line): `scheme://user:pw@host` -> `scheme://host`
-_TEXT_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"<>]*@")
-_TEXT_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s'\"<>]+")
+# userinfo in a URL inside free text (a log line): `scheme://user:pw@host` -> `scheme://host`. A match starts
+# where a run of scheme characters starts (the lookbehind), never inside one: from `\b`, a text like `a.a.a.a…`
+# was scanned from each of its word starts to the end of the run, O(n²) (16 KB took seconds). The whole run
+# before `://` is the scheme; userinfo after any run goes (also after `_` or a digit, where `\b[a-z]` missed it)
+_TEXT_USERINFO = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z0-9+.-]*://)[^/\s@'\"<>]*@")
+_TEXT_URL = re.compile(r"(?i)(?<![a-z0-9+.-])[a-z0-9+.-]*://[^\s'\"<>]+")
 
 
 def is_secret_name(name: str) -> bool:
@@ -190,14 +193,28 @@ class Redaction:
         return False
 
     def json_urls(self, value: Any) -> Any:
-        """A copy of a JSON value with every string (keys too) redacted as free text (for a stored agent card)."""
-        if isinstance(value, str):
-            return self.log_text(value)
-        if isinstance(value, dict):
-            return {self.log_text(k) if isinstance(k, str) else k: self.json_urls(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.json_urls(v) for v in value]
-        return value
+        """A copy of a JSON value with every string (keys too) redacted as free text (for a stored agent card).
+        A loop, not a recursion: a document is nested as deep as json.loads reads (over 1,000 levels)."""
+        pending: list[tuple[Any, Any]] = []
+
+        def copy(v: Any) -> Any:
+            if isinstance(v, str):
+                return self.log_text(v)
+            if isinstance(v, dict | list):
+                out: Any = {} if isinstance(v, dict) else []
+                pending.append((v, out))
+                return out
+            return v
+
+        root = copy(value)
+        while pending:
+            source, target = pending.pop()
+            if isinstance(source, dict):
+                for k, v in source.items():  # a key redacted into one already there replaces its value, in order
+                    target[self.log_text(k) if isinstance(k, str) else k] = copy(v)
+            else:
+                target.extend(copy(v) for v in source)
+        return root
 
 
 def _replacer(pattern: re.Pattern[str]) -> Any:

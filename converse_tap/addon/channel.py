@@ -30,6 +30,10 @@ _LEN = struct.Struct(">I")
 _IOV_MAX = 512
 _F_SETPIPE_SZ = 1031  # Linux: a larger pipe absorbs bursts without a wake-up per record
 RESTART_BACKOFF = 1.0
+# a record `send(force=True)` queues past a full backlog (a stream's start or end, so that the worker never holds
+# a stream open) is at most this large once pickled; a larger one is bounded like any other, or the request body a
+# stream's start carries would let a flood of them grow the backlog without limit while the worker is behind
+FORCED_MAX = 64 * 1024
 
 
 @dataclass
@@ -100,15 +104,16 @@ class Channel:
 
     # -- sending -----------------------------------------------------------------------------------------
     def send(self, record: tuple[Any, ...], force: bool = False) -> bool:
-        """Queue one record; False (and counted) when it had to be dropped. `force`: a small record that must
-        not be dropped for the backlog (a stream's start or end), so that the worker never holds a stream open."""
+        """Queue one record; False (and counted) when it had to be dropped. `force`: a record that must not be
+        dropped for the backlog (a stream's start or end), so that the worker never holds a stream open; it
+        passes a full backlog when it is at most FORCED_MAX bytes."""
         if self._closed:
             return False
         if self._proc is None and not self._restart():  # a dead worker shows as a failed write
             self.stats.dropped += 1
             return False
         data = pickle.dumps(record, protocol=5)
-        if not force and self._backlog + len(data) + 4 > self.max_backlog:
+        if (not force or len(data) > FORCED_MAX) and self._backlog + len(data) + 4 > self.max_backlog:
             self.stats.dropped += 1
             if self.stats.dropped == 1 or self.stats.dropped % 10_000 == 0:
                 log.warning(

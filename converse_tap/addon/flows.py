@@ -44,7 +44,7 @@ def _body(raw: bytes | None, headers: Headers, max_body: int, what: str, anomali
     except TooLarge:
         anomalies.append(f"{what}_body_too_large_decoded:{max_body}")
     except ValueError:
-        anomalies.append(f"{what}_content_encoding_invalid:{ce}")
+        anomalies.append(f"{what}_content_encoding_invalid:{ce[:100]}")
     return None
 
 

@@ -8,24 +8,34 @@ from ..a2a.extract import Extraction
 from ..textsafe import safe_line
 
 SUMMARY_LEVELS = ("off", "exchanges", "replies")
+MAX_VALUE = 200  # characters of each value from the wire a line quotes (an error message can be megabytes)
+MAX_PENDING = 10  # pending input keys named
+
+
+def _v(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= MAX_VALUE else text[:MAX_VALUE] + "…"
 
 
 def _reply_bits(m: dict[str, Any]) -> str:
     bits = []
     if m["coverage"] or m["coverage_availability"]:
-        bits.append(m["coverage"] or m["coverage_availability"])
+        bits.append(_v(m["coverage"] or m["coverage_availability"]))
     if m["author"]:
-        bits.append(f"by {m['author']}")
+        bits.append(f"by {_v(m['author'])}")
     if m["ownership_suppressed"]:
         bits.append("suppressed")
     if m["routine_status"]:
-        pending = ", ".join(s["key"] for s in m["pending_input"] or [] if s["required"])
+        keys = [_v(s["key"]) for s in m["pending_input"] or [] if s["required"]]
+        pending = ", ".join(keys[:MAX_PENDING]) + (
+            f", … {len(keys) - MAX_PENDING} more" if len(keys) > MAX_PENDING else ""
+        )
         bits.append(
-            f"{m['routine_name'] or m['routine_tool_name']}: {m['routine_status']}"
+            f"{_v(m['routine_name'] or m['routine_tool_name'])}: {_v(m['routine_status'])}"
             + (f" ({pending})" if pending else "")
         )
     if m["invocation_outcome"]:
-        bits.append(f"call {m['invocation_tool_name']}: {m['invocation_outcome']}")
+        bits.append(f"call {_v(m['invocation_tool_name'])}: {_v(m['invocation_outcome'])}")
     return " | ".join(bits)
 
 
@@ -35,8 +45,9 @@ def summary_lines(ext: Extraction, level: str) -> list[str]:
         return []
     ex = ext.exchange
     how = f"{ex['binding']} {ex['dialect']}{' stream' if ex['streamed'] else ''}"
-    head = f"A2A {ex['agent']} {ex['method']} [{how}] {ex['status_code'] if ex['status_code'] is not None else '–'}"
-    state = (ex["task_state"] or "").removeprefix("TASK_STATE_").lower()
+    status = ex["status_code"] if ex["status_code"] is not None else "–"
+    head = f"A2A {_v(ex['agent'])} {_v(ex['method'])} [{how}] {status}"
+    state = _v((ex["task_state"] or "").removeprefix("TASK_STATE_").lower())
     parts = [head + (f" -> {state}" if state else "")]
     replies = [
         m
@@ -49,7 +60,7 @@ def summary_lines(ext: Extraction, level: str) -> list[str]:
     if replies:
         parts.append(_reply_bits(replies[-1]))
     if ex["error_code"] is not None:
-        parts.append(f"error {ex['error_code']}{': ' + ex['error_message'] if ex['error_message'] else ''}")
+        parts.append(f"error {ex['error_code']}{': ' + _v(ex['error_message']) if ex['error_message'] else ''}")
     if not ex["complete"]:
         parts.append("incomplete")
     anomalies = len(ex["anomalies"]) + sum(len(m["anomalies"]) for m in ext.messages)
@@ -57,5 +68,5 @@ def summary_lines(ext: Extraction, level: str) -> list[str]:
         parts.append(f"{anomalies} anomal{'y' if anomalies == 1 else 'ies'}")
     lines = [" | ".join(p for p in parts if p)]
     if level == "replies":
-        lines += [f"    reply {m['message_id']}: {_reply_bits(m) or 'no envelope fields'}" for m in replies]
+        lines += [f"    reply {_v(m['message_id'])}: {_reply_bits(m) or 'no envelope fields'}" for m in replies]
     return [safe_line(line) for line in lines]

@@ -35,12 +35,13 @@ class ChunkTap:
     reference to it to the worker. If the worker's backlog is full, the rest of this stream is not recorded
     (and the exchange says so); the stream itself never waits."""
 
-    __slots__ = ("channel", "fid", "lost")
+    __slots__ = ("channel", "fid", "lost", "opened")
 
     def __init__(self, channel: Channel, fid: str) -> None:
         self.channel = channel
         self.fid = fid
         self.lost = False
+        self.opened = True  # False: the worker never got the stream's start (backlog full): nothing is recorded
 
     def __call__(self, chunk: bytes) -> bytes:
         if chunk and not self.lost:
@@ -98,7 +99,7 @@ class ConverseTap:
             "converse_tap_max_stream_events",
             int,
             10_000,
-            "SSE events parsed per stream; later events are counted, not parsed (the exchange says so).",
+            "SSE events (gRPC messages) parsed per stream; later ones are counted, not parsed (the exchange says so).",
         )
         loader.add_option(
             "converse_tap_backlog",
@@ -249,7 +250,8 @@ class ConverseTap:
                 return
             if resp.headers.get("content-type", "").lower().startswith(_STREAMED_TYPES):
                 tap = ChunkTap(self.channel, flow.id)
-                self.channel.send(("o", flow.id, self._request(flow), _response_head(resp)), force=True)
+                if not self.channel.send(("o", flow.id, self._request(flow), _response_head(resp)), force=True):
+                    tap.opened, tap.lost = False, True  # relayed all the same, byte for byte
                 self._tracked[flow.id] = tap
                 resp.stream = tap
         except Exception:
@@ -294,9 +296,14 @@ class ConverseTap:
         err = (flow.error.msg, flow.error.timestamp) if flow.error else None
         resp = flow.response
         if tap is not None:
+            if not tap.opened:
+                self.counters["exchanges_dropped"] += 1
+                return
             trailers = resp.trailers.fields if resp is not None and resp.trailers else None
             end = (resp.timestamp_end if resp is not None else None, trailers)
-            self.channel.send(("e", flow.id, end, err, tap.lost), force=True)
+            if not self.channel.send(("e", flow.id, end, err, tap.lost), force=True):  # past FORCED_MAX
+                short_err = (err[0][:200], err[1]) if err else None  # without trailers: still ends the stream
+                self.channel.send(("e", flow.id, (end[0], None), short_err, True), force=True)
             return
         response = None
         if resp is not None:

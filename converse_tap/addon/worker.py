@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from mitmproxy.net.http import url as urls
 
@@ -39,12 +38,12 @@ from ..nopandas import keep_pandas_out
 from ..store import objstore
 from ..store.recovery import recover
 from ..store.writer import DatasetWriter
+from .bypass import BypassCheck
 from .flows import PREFIX, _addr, _body
 from .summary import summary_lines
 
 log = logging.getLogger("converse_tap.worker")
 _LEN = struct.Struct(">I")
-_PORTS = {"http": 80, "https": 443}
 
 
 def _text(value: bytes | str) -> str:
@@ -64,6 +63,7 @@ class _Stream:
     bytes: int = 0
     failed: str | None = None
     grpc: GrpcFrameParser | None = None  # a gRPC response: length-prefixed messages instead of SSE events
+    reverse: bool = False  # a GET captured by a reverse-mode proxy: a card it returns is checked
 
 
 class Worker:
@@ -95,8 +95,7 @@ class Worker:
         self.anomalies = 0
         self.failures = 0
         self.lost_streams = 0
-        self.reverse: set[str] = set()  # GETs captured by a reverse-mode proxy, until they are extracted
-        self.warned: set[tuple[str, str]] = set()
+        self.bypass = BypassCheck()  # cards of reverse-mode GETs that send clients around the recorder
 
     # -- records -----------------------------------------------------------------------------------------
     def handle(self, record: tuple[Any, ...]) -> None:
@@ -104,7 +103,7 @@ class Worker:
         if kind == "x":
             _, fid, req, resp, err = record
             ex = self._exchange(fid, req, resp, err)
-            self._submit(ex, lambda: self._extract_whole(ex))
+            self._submit(ex, lambda: self._extract_whole(ex), _reverse_get(req, ex))
         elif kind == "o":
             self._open(*record[1:])
         elif kind == "c":
@@ -115,7 +114,7 @@ class Worker:
             self._close(*record[1:])
 
     def _exchange(self, fid: str, req: tuple[Any, ...], resp: tuple[Any, ...] | None, err: Any) -> HttpExchange:
-        method, (scheme, host, port, path), version, fields, body, body_len, ts_start, client, server, reverse = req
+        method, (scheme, host, port, path), version, fields, body, body_len, ts_start, client, server, _reverse = req
         anomalies: list[str] = []
         headers = _headers(fields)
         too_large = body is not None and body_len > len(body)
@@ -135,8 +134,6 @@ class Worker:
             source="live",
             anomalies=anomalies,
         )
-        if reverse and ex.method == "GET":
-            self.reverse.add(fid)
         if too_large:
             anomalies.append(f"request_body_too_large:{body_len}")
         elif ex.request_body is None and body and any(a.startswith("request_body_too_large") for a in anomalies):
@@ -166,39 +163,48 @@ class Worker:
 
     def _open(self, fid: str, req: tuple[Any, ...], resp_head: tuple[Any, ...]) -> None:
         ex = self._exchange(fid, req, resp_head, None)
+        reverse = _reverse_get(req, ex)
         ex.sse_events = []  # tapped live: events go to the extractor as they come and are not kept
         try:
             extractor = Extractor.start(ex, self.policy, redaction=self.redaction)
         except Exception as e:
             error = e
-            self._submit(ex, lambda: failed_extraction(ex, error, self.redaction))
+            self._submit(ex, lambda: failed_extraction(ex, error, self.redaction), reverse)
             return
         if extractor is None:
             return
         if is_grpc(ex.response_headers.get("content-type")):
             ex.sse_events = None
-            ex.grpc_frames = []
+            ex.grpc_frames = []  # none kept: each goes to the extractor as it comes
             grpc = GrpcFrameParser(self.max_body, ex.response_headers.get("grpc-encoding") or "")
-            self.streams[fid] = _Stream(ex, extractor, SseParser(self.max_body), None, grpc=grpc)
+            self.streams[fid] = _Stream(ex, extractor, SseParser(self.max_body), None, grpc=grpc, reverse=reverse)
             return
         inflater = None
+        failed = None
         ce = ", ".join(ex.response_headers.get_all("content-encoding"))
         try:
             inflater = Inflater(ce, None) if ce else None
-        except ValueError as e:
-            ex.anomalies.append(f"sse_not_parsed:{e}")
-        stream = _Stream(ex, extractor, SseParser(self.max_body), inflater)
-        if inflater is None and ce and ce.strip().lower() != "identity":
-            stream.failed = "unsupported content-encoding"
-        self.streams[fid] = stream
+        except ValueError as e:  # noted on the row (the exchange's own anomalies were copied at `start`)
+            failed = "unsupported content-encoding"
+            extractor.note(f"sse_not_parsed:{e}"[:200])
+        self.streams[fid] = _Stream(ex, extractor, SseParser(self.max_body), inflater, failed=failed, reverse=reverse)
 
     def _chunk(self, stream: _Stream, received: float, chunk: bytes) -> None:
         stream.bytes += len(chunk)
         if stream.failed is not None:
             return
-        if stream.grpc is not None:
-            assert stream.ex.grpc_frames is not None
-            stream.ex.grpc_frames.extend(stream.grpc.feed(chunk, received))
+        if stream.grpc is not None:  # each message parsed as it comes and not kept; past max_events, counted
+            extractor = stream.extractor
+            for frame in stream.grpc.feed(chunk, received):
+                if extractor.n_events >= self.max_events:
+                    if extractor.n_events == self.max_events:
+                        extractor.note(f"grpc_messages_not_parsed_past:{self.max_events}")
+                    extractor.n_events += 1
+                    continue
+                try:
+                    extractor.grpc_message(frame)
+                except Exception as e:  # a bug, or an input we did not foresee: it costs only this message
+                    extractor.note(f"grpc_message_failed:{extractor.n_events - 1}:{type(e).__name__}")
             return
         try:
             pieces = stream.inflater.pieces(chunk) if stream.inflater is not None else (chunk,)
@@ -247,12 +253,13 @@ class Worker:
         def finish() -> Extraction | None:
             return extractor.finish(partial=partial)
 
-        self._submit(ex, finish)
+        self._submit(ex, finish, stream.reverse)
 
-    def _submit(self, ex: HttpExchange, job: Any) -> None:
+    def _submit(self, ex: HttpExchange, job: Any, reverse: bool = False) -> None:
+        """`reverse`: a GET captured by a reverse-mode proxy. It travels with the job: nothing is kept per flow
+        outside the stream table, which a stream's end empties."""
+
         def safe() -> Extraction | None:
-            reverse = ex.id in self.reverse
-            self.reverse.discard(ex.id)
             try:
                 ext = job()
             except Exception as e:  # a bug or an input we did not foresee: the exchange is kept, flagged
@@ -261,7 +268,7 @@ class Worker:
                     log.exception("converse-tap: extraction failed on %s (logged once)", ex.id)
                 return failed_extraction(ex, e, self.redaction)
             if reverse and ext is not None and ext.agent_cards:
-                self._check_card(ext)
+                self.bypass(ext)
             return ext
 
         self.writer.write(safe)
@@ -273,30 +280,6 @@ class Worker:
             self.live.on_rows(ext)
         for line in summary_lines(ext, self.summary):
             print(line, file=sys.stderr, flush=True)
-
-    def _check_card(self, ext: Extraction) -> None:
-        """A card fetched through a reverse-mode recorder that sends clients straight to the agent: say so, once
-        per card and interface, since every client that follows it bypasses the recorder."""
-        agent = urlsplit(ext.exchange["url"] or "")
-        for card in ext.agent_cards:
-            for interface in card["interfaces"] or []:
-                url = interface.get("url") or ""
-                target = urlsplit(url)
-                if (target.hostname, target.port or _PORTS.get(target.scheme)) != (
-                    agent.hostname,
-                    agent.port or _PORTS.get(agent.scheme),
-                ):
-                    continue
-                key = (card["url"], url)
-                if key not in self.warned:
-                    self.warned.add(key)
-                    log.warning(
-                        "converse-tap: the agent card at %s advertises %s, the agent itself: clients that follow "
-                        "the card bypass this reverse-mode recorder and are not recorded (see README, 'Which "
-                        "proxy mode')",
-                        card["url"],
-                        url,
-                    )
 
     def _health(self) -> dict[str, float]:
         s = self.writer.stats
@@ -326,6 +309,10 @@ class Worker:
             file=sys.stderr,
             flush=True,
         )
+
+
+def _reverse_get(req: tuple[Any, ...], ex: HttpExchange) -> bool:
+    return bool(req[-1]) and ex.method == "GET"
 
 
 _READ = 1 << 20  # the pipe's size (channel.py sets it)

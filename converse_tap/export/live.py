@@ -11,11 +11,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from ..a2a.redact import SHORT_TEXT
 from .spans import build_span, card_agents
 
 log = logging.getLogger("converse_tap.export")
 _HOSTPORT = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:\s\[\]]*)):(?P<port>\d{1,5})$")
 MAX_CARD_NAMES = 10_000
+MAX_NAME = 256  # characters of a card's name kept for spans (a name, like the URLs keying it, is the card's making)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -121,8 +123,11 @@ class LiveExport:
         for card in ext.agent_cards:
             if not card.get("name"):
                 continue
+            name = card["name"][:MAX_NAME]
             for agent in card_agents(card):
-                self._names[agent] = card["name"]
+                if len(agent) > SHORT_TEXT:  # a key that long is a URL of the card's making: not kept, not named
+                    continue
+                self._names[agent] = name
                 self._names.move_to_end(agent)
                 if len(self._names) > MAX_CARD_NAMES:
                     self._names.popitem(last=False)

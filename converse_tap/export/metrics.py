@@ -2,8 +2,10 @@
 
 Updated by the recording worker as each exchange's rows arrive, served at `/metrics` by prometheus-client's
 HTTP server on its own threads: a scraper that is slow or never reads holds only its own connection's thread.
-Label sets are bounded: no ids as labels, agents past `max_agents` count as `other`, and every other label
-keeps at most a fixed number of distinct values (the rest are `other`).
+Label sets are bounded: no ids as labels, agents past `max_agents` count as `other`, every other label keeps at
+most a fixed number of distinct values (the rest are `other`), and each agent at most MAX_SERIES combinations
+of them per metric (the rest count under `other` in every label but the agent): values bounded one by one still
+multiply (50 authors × 50 coverages × 50 reasons from one agent's envelopes).
 
 Live counters are not the report's definitions: see docs/operations.md ("Live metrics").
 """
@@ -11,15 +13,18 @@ Live counters are not the report's definitions: see docs/operations.md ("Live me
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
+from ..a2a.redact import SHORT_TEXT
 from .spans import is_reply
 
 OTHER = "other"
 MAX_VALUES = 50  # distinct values kept per label (other than agent)
 MAX_LABEL_LENGTH = 80
+MAX_SERIES = 200  # combinations of the other labels per agent and metric
 SEEN_REPLIES = 100_000  # message ids remembered to count each distinct reply once
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
@@ -61,6 +66,7 @@ class LiveMetrics:
         self.agent = Bounded(max_agents)
         self._bound: dict[str, Bounded] = {}
         self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._series: dict[tuple[Any, str], set[tuple[str, ...]]] = {}  # (metric, agent) -> combinations
         self.health = health
         r = self.registry
         self.exchanges = Counter(
@@ -114,21 +120,32 @@ class LiveMetrics:
             bound = self._bound[label] = Bounded(MAX_VALUES)
         return bound(value)
 
+    def _labels(self, metric: Any, agent: str, *values: str) -> Any:
+        """`metric.labels(agent, *values)`, the values `other` once the agent has MAX_SERIES combinations."""
+        seen = self._series.setdefault((metric, agent), set())
+        if values not in seen:
+            if len(seen) < MAX_SERIES:
+                seen.add(values)
+            else:
+                values = (OTHER,) * len(values)
+        return metric.labels(agent, *values)
+
     def observe(self, row: dict[str, Any], messages: list[dict[str, Any]], first_event: float | None = None) -> None:
         """One exchange's rows (timestamps in integer microseconds, as the writer hands them on)."""
         agent = self.agent(row.get("agent"))
         method = self._b("method", row.get("method"))
-        self.exchanges.labels(agent, method, self._b("binding", row.get("binding")), outcome(row)).inc()
+        self._labels(self.exchanges, agent, method, self._b("binding", row.get("binding")), outcome(row)).inc()
         start, end = row.get("ts_start"), row.get("ts_end")
         if start is not None and end is not None and end >= start:
-            self.duration.labels(agent, method).observe((end - start) / 1e6)
+            self._labels(self.duration, agent, method).observe((end - start) / 1e6)
         if first_event is not None and start is not None and row.get("streamed"):
             self.first_event.labels(agent).observe(max(0.0, first_event - start / 1e6))
         kinds = [a.split(":", 1)[0] for a in row.get("anomalies") or ()]
         for m in messages:
             kinds += [a.split(":", 1)[0] for a in m.get("anomalies") or ()]
             if is_reply(m) and self._first_sighting(row, m):
-                self.replies.labels(
+                self._labels(
+                    self.replies,
                     agent,
                     self._b("author", m.get("author")),
                     self._b("coverage", m.get("coverage")),
@@ -136,11 +153,11 @@ class LiveMetrics:
                 ).inc()
                 if m.get("routine_status") is not None:
                     routine = m.get("routine_name") or m.get("routine_tool_name")
-                    self.routines.labels(
-                        agent, self._b("routine", routine), self._b("status", m["routine_status"])
+                    self._labels(
+                        self.routines, agent, self._b("routine", routine), self._b("status", m["routine_status"])
                     ).inc()
                 if m.get("invocation_outcome") is not None:
-                    self.invocations.labels(agent, self._b("invocation", m["invocation_outcome"])).inc()
+                    self._labels(self.invocations, agent, self._b("invocation", m["invocation_outcome"])).inc()
         for kind in kinds:
             self.anomalies.labels(self._b("anomaly", kind)).inc()
 
@@ -148,7 +165,7 @@ class LiveMetrics:
         mid = m.get("message_id")
         if not mid:
             return True  # nothing to recognise it by: each sighting counts
-        key = (str(row.get("agent")), mid)
+        key = (_short(str(row.get("agent"))), _short(str(mid)))
         if key in self._seen:
             self._seen.move_to_end(key)
             return False
@@ -177,6 +194,13 @@ class LiveMetrics:
         from prometheus_client import generate_latest
 
         return generate_latest(self.registry)
+
+
+def _short(text: str) -> str:
+    """A string from the wire as a key to remember: itself, or a digest of it when it is long."""
+    if len(text) <= SHORT_TEXT:
+        return text
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class _Health:

@@ -3,7 +3,8 @@
 Spans are made with the SDK's tracer, with the ids and times that export/spans.py computed from the rows
 (a span joins the caller's trace when the request carried a `traceparent`), and handed to a bounded queue that
 one thread drains in batches to the collector. Adding a span never waits: when the queue is full (a collector
-that is down, slow or failing) the span is dropped and counted, and the failure is logged once per interval.
+that is down, slow or failing) the span is dropped and counted (full: 4096 spans, or MAX_QUEUE_BYTES of their
+names and string values, which come from the wire), and the failure is logged once per interval.
 `close` waits a bounded time for what is queued. In `wait` mode (the backfill) adding a span waits for room.
 
 The standard OTEL_EXPORTER_OTLP_HEADERS / _TIMEOUT / _COMPRESSION (and their _TRACES_ forms), OTEL_SERVICE_NAME
@@ -22,10 +23,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from .spans import SpanData
+from .spans import SpanData, span_bytes
 
 log = logging.getLogger("converse_tap.export")
 LOG_INTERVAL = 60.0
+MAX_QUEUE_BYTES = 32 << 20  # of span names and string attribute values, as `span_bytes` counts them
 
 
 def traces_url(endpoint: str) -> str:
@@ -74,6 +76,7 @@ class SpanExport:
         endpoint: str,
         *,
         max_queue: int = 4096,
+        max_bytes: int = MAX_QUEUE_BYTES,
         batch: int = 512,
         wait: bool = False,
         exporter: Any = None,
@@ -89,9 +92,13 @@ class SpanExport:
         self.endpoint = traces_url(endpoint)
         self.stats = ExportStats()
         self.max_queue = max_queue
+        self.max_bytes = max_bytes
         self.batch = batch
         self.wait = wait
         self._queue: deque[Any] = deque()
+        self._sizes: deque[int] = deque()  # span_bytes of each queued span
+        self._queued_bytes = 0
+        self._adding = 0  # span_bytes of the span being ended (on_end runs in `add`, on the same thread)
         self._cond = threading.Condition()
         self._closing = False
         self._inflight = 0
@@ -157,20 +164,30 @@ class SpanExport:
             span.add_event(ev.name, ev.attributes, timestamp=ev.ts)
         if data.error is not None:
             span.set_status(trace.Status(trace.StatusCode.ERROR))
+        self._adding = span_bytes(data)
         span.end(end_time=data.end)
 
     def _enqueue(self, span: Any) -> None:
         with self._cond:
-            while self.wait and len(self._queue) >= self.max_queue and not self._closing:
+            size = self._adding
+            while self.wait and self._full(size) and not self._closing:
                 self._cond.wait(1.0)
-            if len(self._queue) >= self.max_queue:
+            if self._full(size):
                 self.stats.dropped += 1
                 self._maybe_log()
                 return
             self._queue.append(span)
+            self._sizes.append(size)
+            self._queued_bytes += size
             self.stats.queued += 1
             if len(self._queue) >= self.batch:
                 self._cond.notify_all()
+
+    def _full(self, size: int) -> bool:
+        """No room for a span of `size` bytes (one span always fits an empty queue)."""
+        if len(self._queue) >= self.max_queue:
+            return True
+        return bool(self._queue) and self._queued_bytes + size > self.max_bytes
 
     # -- sending (its own thread) -----------------------------------------------------------------------------
     def _run(self) -> None:
@@ -185,6 +202,7 @@ class SpanExport:
                         return
                     continue
                 batch = [self._queue.popleft() for _ in range(min(self.batch, len(self._queue)))]
+                self._queued_bytes -= sum(self._sizes.popleft() for _ in batch)
                 self._inflight = len(batch)
                 self._cond.notify_all()  # room for a waiting producer
             try:
@@ -230,6 +248,8 @@ class SpanExport:
             self._closing = True
             self.stats.dropped += len(self._queue)
             self._queue.clear()
+            self._sizes.clear()
+            self._queued_bytes = 0
             self._cond.notify_all()
         self._thread.join(0.5)  # a request still hanging on a silent collector is abandoned with its thread
         with self._cond:

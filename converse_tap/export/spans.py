@@ -41,6 +41,14 @@ class SpanData:
     error: str | None = None  # error.type, when the span's status is an error
 
 
+def span_bytes(data: SpanData) -> int:
+    """What a span holds that the wire sized: its name and string attribute values (of its events too)."""
+    total = len(data.name)
+    for attrs in (data.attributes, *(ev.attributes for ev in data.events)):
+        total += sum(len(v) for v in attrs.values() if isinstance(v, str))
+    return total
+
+
 def card_agents(card: dict[str, Any]) -> list[str]:
     """The agent keys a card row names: the agent it was fetched from and each interface it lists."""
     keys = [card["agent"]]

@@ -555,3 +555,22 @@ def test_deeply_nested_json_is_an_anomaly() -> None:
     body = b'{"jsonrpc":"2.0","id":"r-1","result":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     out = run(a2a_flow(response=body))
     assert out.exchange["anomalies"] == ["json_too_deep"]
+
+
+def test_message_rows_per_exchange_are_bounded() -> None:
+    """Every object in a task's history is a message row (some forty columns): a body of `{},{},…` made three
+    bytes of JSON into a row, so a 16 MiB response was 5.6 million rows, gigabytes in the worker. Past
+    MAX_SIGHTINGS an exchange's further messages and artifacts are counted, not recorded."""
+    from converse_tap.a2a.objects import MAX_SIGHTINGS
+
+    n = MAX_SIGHTINGS + 5_000
+    history = b",".join([b"{}"] * n)
+    artifacts = b",".join([b'{"artifactId": "a"}'] * 10)
+    body = b'{"jsonrpc": "2.0", "id": "r-1", "result": {"task": {"id": "t", "status": {"state": "TASK_STATE_COMPLETED"}'
+    body += b', "history": [' + history + b'], "artifacts": [' + artifacts + b"]}}}"
+    ext = extract(exchange_from_flow(a2a_flow(response=body)), TextPolicy())
+    assert ext is not None
+    assert len(ext.messages) == MAX_SIGHTINGS + 1  # the request's message, and the first of the response's
+    assert ext.exchange["messages"] == MAX_SIGHTINGS + 1
+    assert f"messages_not_recorded_past:{MAX_SIGHTINGS}:{n - MAX_SIGHTINGS + 10}" in ext.exchange["anomalies"]
+    assert ext.exchange["task_state"] == "TASK_STATE_COMPLETED"

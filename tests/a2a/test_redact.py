@@ -6,6 +6,8 @@ import io
 import json
 import logging
 import pickle
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given
@@ -17,6 +19,7 @@ from converse_tap.a2a.redact import REDACTED, LogRedactor, Redaction, TextPolicy
 from converse_tap.addon.flows import exchange_from_flow
 from tests.factories import EXT, a2a_flow, agent_message, envelope, jsonrpc_result
 
+BASE_URL = "http://agent.test:9000/a2a"
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJKV1RTRUNSRVQifQ.c2lnbmF0dXJlX0pXVFNFQ1JFVA"
 
 
@@ -275,3 +278,58 @@ def test_the_caches_keep_no_long_string_from_the_wire() -> None:
     short = "https://agent.test/a2a/ag_short?token=SECRETVALUE"
     assert extract.agent_of(short) == extract.agent_of(short) == ("agent.test/a2a/ag_short", None)
     assert extract.agent_of.cache.cache_info().currsize == agents + 1
+
+
+def test_urls_in_free_text_are_found_in_linear_time() -> None:
+    """A text of n characters like `a.a.a.a… ://x` (a JSON-RPC error message, a card's description: both come
+    from the wire) made the URL patterns start at each of its n/2 word starts and scan to the end of the run, O(n²):
+    200 KB would hold the recording worker for minutes. Run in a child process, so that a regression fails here
+    (killed after 60 s, where a linear scan takes milliseconds) instead of hanging the suite."""
+    code = (
+        "from converse_tap.a2a.redact import Redaction\n"
+        "run = 'a.' * 100_000\n"
+        "for r in (Redaction(), Redaction.from_patterns(['zz'])):\n"
+        "    for tail in (' ://x', '://x', '://u:pw@h/', '+' * 1000 + ' http://x'):\n"
+        "        r.log_text(run + tail)\n"
+        "print('done')\n"
+    )
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("redacting a 200 KB run of scheme characters took over 60 s: the URL patterns backtrack")
+    assert proc.stdout == "done\n", proc.stderr
+    # and what they find is what they found: userinfo goes after any run, URLs are redacted as URLs
+    r = Redaction()
+    assert r.log_text("a." * 1000 + "http://u:SECRETPW@h/x") == "a." * 1000 + "http://h/x"
+    assert r.log_text("see http://u:pw@h/a?token=T1 now") == f"see http://h/a?token={REDACTED} now"
+    assert r.log_text("1.x+y-z://u:pw@h/x") == "1.x+y-z://h/x"
+    assert r.log_text("_http://u:pw@h/x and a.b.c") == "_http://h/x and a.b.c"
+
+
+def _nested(depth: int, leaf: object) -> object:
+    for i in range(depth):
+        leaf = {"n": leaf} if i % 2 else [leaf]
+    return leaf
+
+
+def test_documents_nested_as_deep_as_json_reads_are_redacted() -> None:
+    """An envelope or a card with a URL inside 1,200 levels of nesting (json.loads reads that deep): redacting its
+    copy recursed past Python's limit and the whole exchange became `extraction_failed:RecursionError`, its
+    messages and cards lost. The copy is made with a loop, as `changes` already was."""
+    deep = _nested(1200, "https://user:DEEPPW1@docs.test/x?token=DEEPTOK2")
+    env = envelope(detail=deep)
+    ext = extract(_exchange(BASE_URL, jsonrpc_result({"message": agent_message(env=env)})), TextPolicy())
+    assert ext is not None and [m["direction"] for m in ext.messages] == ["request", "response"]
+    stored = ext.messages[1]["envelope_json"]
+    assert "DEEPPW1" not in stored and "DEEPTOK2" not in stored
+    assert json.loads(stored)["detail"] == _nested(1200, f"https://docs.test/x?token={REDACTED}")
+    card = {**CARD, "provider": deep}
+    flow = a2a_flow(method="GET", path="/.well-known/agent-card.json", response=json.dumps(card).encode())
+    ext = extract(exchange_from_flow(flow), TextPolicy())
+    assert ext is not None and len(ext.agent_cards) == 1
+    assert json.loads(ext.agent_cards[0]["card_json"])["provider"] == _nested(
+        1200, f"https://docs.test/x?token={REDACTED}"
+    )
+    # keys are redacted too, and a key that redacts to one already there replaces it, as a dict display does
+    doc = {"http://u:pw@h/": 1, "http://h/": 2, "k": [{"http://a:b@h/": "x"}]}
+    assert Redaction().json_urls(doc) == {"http://h/": 2, "k": [{"http://h/": "x"}]}

@@ -57,3 +57,19 @@ def test_addon_prints_lines_for_a2a_only(tap, capfd) -> None:
     lines = [line for line in out.splitlines() if line.startswith("A2A ")]
     assert lines == ["A2A agent.test:9000/a2a/jsonrpc SendMessage [jsonrpc v1.0] 200 | answered | by agent"]
     assert "converse-tap: 1 A2A exchanges, 1 envelope sightings" in out
+
+
+def test_values_from_the_wire_are_cut_in_the_line() -> None:
+    """A line quotes the agent, the method, the error message, routine names…: strings of the wire's making, so
+    each summary line of an exchange with a 1 MB error message was a megabyte of log (and six once escaped)."""
+    from converse_tap.addon.summary import MAX_VALUE
+
+    long = "\x1b" * 1_000_000
+    routine = {**ROUTINE, "name": "R" * 100_000, "pendingInput": [{"key": "k" * 100_000, "required": True}]}
+    ext = _ext(envelope(routine=routine))
+    ext.exchange.update(method="M" * 100_000, error_code=-32000, error_message=long)
+    ext.messages[-1]["message_id"] = "i" * 100_000
+    lines = summary_lines(ext, "replies")
+    assert len(lines) == 2 and all(len(line) < 12 * MAX_VALUE for line in lines)
+    assert "M" * MAX_VALUE + "…" in lines[0] and "\\x1b" * MAX_VALUE + "…" in lines[0]
+    assert f"{'R' * MAX_VALUE}…: waiting_for_input ({'k' * MAX_VALUE}…)" in lines[1]

@@ -253,3 +253,70 @@ def test_operator_patterns_reach_mitmproxys_own_log_lines(tap) -> None:
         root.removeHandler(handler)
     line = stream.getvalue()
     assert "ACME42" not in line and "tenant=[REDACTED]&x=1" in line
+
+
+def test_forced_records_are_small_or_bounded_by_the_backlog(tmp_path: Path) -> None:
+    """A stream's start must reach the worker so that its end closes it, so it may pass a full backlog; but it
+    carries the request's body (up to converse_tap_max_body): while the worker was behind, a flood of streamed
+    requests with large bodies grew the proxy's backlog past its bound without limit. Only records of up to
+    FORCED_MAX bytes pass a full backlog now."""
+    import asyncio
+
+    from converse_tap.addon.channel import FORCED_MAX, Channel
+
+    config = {
+        **{"dir": str(tmp_path / "data"), "text": "keep", "salt": "", "summary": "off"},
+        **{"flush_interval": 0.05, "rollover_rows": 1000, "rollover_seconds": 300.0},
+        **{"max_body": 1 << 20, "max_events": 100},
+    }
+    channel = Channel(config, max_backlog=1 << 20)
+    channel.start()
+    body = b"x" * (256 << 10)
+    url = (b"http", "agent.test", 9000, b"/a2a/jsonrpc")
+    request = (b"POST", url, b"HTTP/1.1", [], body, len(body), 1.0, None, None, False)
+    head = (200, [(b"content-type", b"text/event-stream")], 1.1)
+
+    async def flood() -> tuple[int, int, int]:  # all in one turn of the event loop: nothing is written meanwhile
+        while channel.send(("c", "nobody", 1.0, b"y" * 4096)):
+            pass
+        small = sum(channel.send(("e", f"s-{i}", (None, None), None, False), force=True) for i in range(100))
+        large = sum(channel.send(("o", f"o-{i}", request, head), force=True) for i in range(100))
+        return small, large, channel._backlog
+
+    try:
+        small, large, backlog = asyncio.run(flood())
+    finally:
+        assert channel.close() == 0
+    assert small == 100 and large == 0
+    assert backlog <= (1 << 20) + 100 * FORCED_MAX
+
+
+def test_a_stream_whose_start_the_backlog_refuses_is_relayed_and_counted(tap) -> None:
+    """With the worker's backlog full, a streamed exchange whose start is too large to force past it is relayed
+    untouched and counted as dropped; no end goes to the worker for a stream it never opened."""
+    import asyncio
+
+    from tests.factories import jsonrpc_request, sse_body, status_event
+
+    addon, _, out = tap
+    text = "x" * (128 << 10)
+    body = jsonrpc_request("SendStreamingMessage", {"message": {"messageId": "u", "parts": [{"text": text}]}})
+    events = sse_body(status_event("TASK_STATE_COMPLETED"))
+    flow = a2a_flow(body=body, response=b"", content_type="text/event-stream")
+    channel = addon.channel
+
+    async def hooks() -> list[bytes]:  # one turn of the event loop: the backlog stays full meanwhile
+        while channel.send(("c", "nobody", 1.0, b"y" * 4096)):
+            pass
+        records = channel.stats.records
+        addon.request(flow)
+        addon.responseheaders(flow)
+        relayed = [flow.response.stream(events), flow.response.stream(b"")]
+        addon.response(flow)
+        assert channel.stats.records == records  # neither start, chunks nor end
+        return relayed
+
+    assert asyncio.run(hooks()) == [events, b""]
+    addon.done()
+    assert addon.counters["exchanges_dropped"] == 1
+    assert not (out / "exchanges").exists() or load(out, "exchanges").empty

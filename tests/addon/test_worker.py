@@ -177,4 +177,201 @@ def test_a_reverse_mode_card_pointing_at_the_agent_is_warned_about_once(tmp_path
     w.close()
     warnings = [r.message for r in caplog.records if "bypass this reverse-mode recorder" in r.message]
     assert len(warnings) == 1 and BASE + "/a2a/jsonrpc" in warnings[0]
-    assert not w.reverse
+
+
+def test_a_stream_in_an_encoding_not_decoded_says_so_on_its_row(tmp_path: Path) -> None:
+    """The stream is recorded unparsed, and its row names why (the note was added to the exchange after the
+    extractor had copied its anomalies, and was lost)."""
+    w = _worker(tmp_path)
+    head = (200, [(b"content-type", b"text/event-stream"), (b"content-encoding", b"compress")], 1.1)
+    w.handle(("o", "s", _req(jsonrpc_request("SendStreamingMessage")), head))
+    w.handle(("c", "s", 1.2, b"\x1f\x9d not parsed"))
+    w.handle(("e", "s", (1.3, None), None, False))
+    w.close()
+    ex = load(tmp_path, "exchanges").iloc[0]
+    assert "sse_not_parsed:unsupported content-encoding 'compress'" in list(ex["anomalies"])
+    assert ex["bytes_out"] == 13 and ex["sse_events"] == 0
+
+
+def test_a_body_nested_in_a_thousand_content_codings_is_recorded_not_followed(tmp_path: Path) -> None:
+    """`Content-Encoding: gzip, gzip, …` (a thousand times, and a body nested as deep: 21 KB) made the decoder
+    recurse past Python's limit: the RecursionError escaped the worker's record handling and the exchange was lost.
+    Past MAX_CODINGS the body is not decoded, and the exchange is recorded with an anomaly saying so."""
+    import gzip
+
+    body = jsonrpc_result({"message": agent_message()})
+    nested = body
+    for _ in range(1000):
+        nested = gzip.compress(nested, mtime=0)
+    codings = ", ".join(["gzip"] * 1000).encode()
+    headers = [*HEADERS, (b"content-encoding", codings)]
+    w = _worker(tmp_path)
+    w.handle(("x", "deep", _req(jsonrpc_request()), (200, headers, 1.1, 1.2, nested, len(nested)), None))
+    stream_head = (200, [(b"content-type", b"text/event-stream"), (b"content-encoding", codings)], 1.1)
+    w.handle(("o", "deep-stream", _req(jsonrpc_request("SendStreamingMessage")), stream_head))
+    w.handle(("c", "deep-stream", 1.2, nested))
+    w.handle(("e", "deep-stream", (1.3, None), None, False))
+    w.close()
+    ex = load(tmp_path, "exchanges").set_index("exchange_id")
+    assert set(ex.index) == {"deep", "deep-stream"}
+    assert any(a.startswith("response_content_encoding_invalid:gzip, gzip") for a in ex.loc["deep", "anomalies"])
+    assert any(a.startswith("sse_not_parsed:1000 content-codings") for a in ex.loc["deep-stream", "anomalies"])
+    # as many codings as a server would use still decode
+    from converse_tap.a2a.inflate import MAX_CODINGS, inflate
+
+    twice = gzip.compress(gzip.compress(body))
+    assert inflate(twice, "gzip, gzip", 1 << 20) == body
+    assert inflate(twice, ", ".join(["identity", "gzip", "gzip", *["identity"] * 20]), 1 << 20) == body
+    with pytest.raises(ValueError, match="content-codings"):
+        inflate(body, ", ".join(["gzip"] * (MAX_CODINGS + 1)), 1 << 20)
+
+
+def _retained(run) -> int:
+    """Bytes the second of two calls `run(0)`, `run(1)` leaves allocated (tracemalloc): the first fills the bounded
+    caches (URLs, urlsplit's) with traced entries, which the second then only replaces."""
+    import gc
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        run(0)
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        run(1)
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_reverse_mode_streams_that_are_not_a2a_leave_nothing_behind(tmp_path: Path) -> None:
+    """A reverse-mode GET that the proxy's first look takes for A2A (`/x#/.well-known/agent-card.json`: the
+    fragment hides the card path from the worker's URL parse) answered with an event stream: its id was kept,
+    to check a card it would never have, for as long as the worker ran."""
+    w = _worker(tmp_path)
+    head = (200, [(b"content-type", b"text/event-stream")], 1.1)
+
+    def run(round_: int) -> None:
+        for i in range(2000):
+            fid = f"flow-{round_}-{i:05d}-" + "x" * 100
+            path = b"/x#/.well-known/agent-card.json"
+            req = (b"GET", (b"http", "agent.test", 9000, path), b"HTTP/1.1", [], b"", 0, 1.0, None, None, True)
+            w.handle(("o", fid, req, head))
+            w.handle(("c", fid, 1.2, b"data: {}\n\n"))
+            w.handle(("e", fid, (1.3, None), None, False))
+
+    kept = _retained(run)
+    w.close()
+    assert kept < 100_000, kept  # 2,000 ids of 100+ characters held are over 300 KB
+
+
+def _card_get(fid: str, card: dict, path: bytes = b"/.well-known/agent-card.json") -> tuple:
+    get = (b"GET", (b"http", "agent.test", 9000, path), b"HTTP/1.1", [], b"", 0, 1.0)
+    req = (*get, ("127.0.0.1", 5000), ("agent.test", 9000), True)
+    return ("x", fid, req, (200, HEADERS, 1.1, 1.2, json.dumps(card).encode(), 9), None)
+
+
+def test_a_reverse_mode_card_with_a_port_out_of_range_is_recorded(tmp_path: Path) -> None:
+    """The bypass check read the port of each interface URL the card names; `:99999` raised, and the exchange,
+    card and all, was skipped by the writer."""
+    w = _worker(tmp_path)
+    for port in ("99999", "x1"):
+        card = {"name": "a", "supportedInterfaces": [{"url": f"http://agent.test:{port}/a2a", "protocolBinding": "X"}]}
+        w.handle(_card_get(f"card-{port}", card))
+    w.close()
+    assert sorted(load(tmp_path, "agent_cards")["exchange_id"]) == ["card-99999", "card-x1"]
+    assert w.writer.stats.extract_failures == 0
+
+
+def test_reverse_mode_cards_at_ever_new_urls_are_not_remembered_without_bound(tmp_path: Path, caplog) -> None:
+    """The bypass warning is given once per card URL and interface: each pair was remembered, so cards fetched at
+    ever new URLs (`?v=1`, `?v=2`, … from the client) grew the worker's memory (4 MB per 1,000 URLs of 600
+    characters), and its log, without bound. (Counted, not measured: each exchange's rows wait in the writer
+    until its next flush, a matter of timing.)"""
+    from converse_tap.addon.bypass import MAX_WARNED
+
+    w = _worker(tmp_path)
+    card = {"name": "a", "supportedInterfaces": [{"url": BASE + "/a2a/jsonrpc", "protocolBinding": "JSONRPC"}]}
+    caplog.set_level(logging.WARNING)
+    for i in range(3 * MAX_WARNED):
+        path = f"/.well-known/agent-card.json?v={i:05d}-{'x' * 600}".encode()
+        w.handle(_card_get(f"card-{i}", card, path))
+    w.close()
+    assert len(w.bypass.warned) == MAX_WARNED + 1
+    warnings = [r.message for r in caplog.records if "reverse-mode recorder" in r.message]
+    assert len(warnings) == MAX_WARNED + 1 and "not logged" in warnings[-1]
+
+
+def test_a_long_grpc_stream_is_parsed_as_it_comes_and_counted_past_max_events(tmp_path: Path) -> None:
+    """A gRPC stream's messages were all kept, each with its bytes, until the stream ended, and all parsed then:
+    a subscription that streams for days grew the worker's memory by every byte it carried. Messages now go to
+    the extractor as they arrive and are not kept; past `max_events` they are counted, not parsed, like SSE."""
+    import tracemalloc
+
+    from a2a.types import a2a_pb2 as pb
+
+    from tests.factories import grpc_frame
+
+    def update(i: int) -> bytes:
+        text = f"step {i} " + "x" * 1000
+        msg = pb.Message(message_id=f"a-{i}", context_id="c", role=pb.ROLE_AGENT, parts=[pb.Part(text=text)])
+        status = pb.TaskStatus(state=pb.TASK_STATE_WORKING, message=msg)
+        return grpc_frame(pb.StreamResponse(status_update=pb.TaskStatusUpdateEvent(task_id="t", status=status)))
+
+    request = grpc_frame(pb.SendMessageRequest(message=pb.Message(message_id="u-1", role=pb.ROLE_USER)))
+    path = b"/lf.a2a.v1.A2AService/SendStreamingMessage"
+    grpc_headers = [(b"content-type", b"application/grpc")]
+    req = (b"POST", (b"https", "agent.test", 443, path), b"HTTP/2.0", grpc_headers, request, len(request))
+    req = (*req, 1.0, ("127.0.0.1", 5000), ("agent.test", 443), False)
+    w = _worker(tmp_path)  # max_events 3
+    w.handle(("o", "g", req, (200, grpc_headers, 1.1)))
+    tracemalloc.start()
+    try:
+        for i in range(100):
+            w.handle(("c", "g", 1.2, update(i)))
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(100, 2100):
+            w.handle(("c", "g", 1.2, update(i)))
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    w.handle(("e", "g", (1.3, [(b"grpc-status", b"0")]), None, False))
+    w.close()
+    assert kept < 100_000, kept  # 2,000 messages of 1 KB held are over 2 MB
+    ex = load(tmp_path, "exchanges").iloc[0]
+    assert (ex["binding"], ex["sse_events"], ex["complete"]) == ("grpc", 2100, True)
+    assert "grpc_messages_not_parsed_past:3" in list(ex["anomalies"])
+    msgs = load(tmp_path, "messages").sort_values("seq")
+    assert msgs["message_id"].tolist() == ["u-1", "a-0", "a-1", "a-2"]
+
+
+def test_a_grpc_message_whose_extraction_fails_costs_only_itself(tmp_path: Path, monkeypatch) -> None:
+    from a2a.types import a2a_pb2 as pb
+
+    from tests.factories import grpc_frame
+
+    def update(i: int) -> bytes:
+        msg = pb.Message(message_id=f"a-{i}", context_id="c", role=pb.ROLE_AGENT, parts=[pb.Part(text=f"step {i}")])
+        status = pb.TaskStatus(state=pb.TASK_STATE_WORKING, message=msg)
+        return grpc_frame(pb.StreamResponse(status_update=pb.TaskStatusUpdateEvent(task_id="t", status=status)))
+
+    payload = extract_module.Ctx.payload
+
+    def broken_at_1(self, doc, walk, index, error_event, ts):
+        if index == 1:
+            raise RuntimeError("bug")
+        return payload(self, doc, walk, index, error_event, ts)
+
+    monkeypatch.setattr(extract_module.Ctx, "payload", broken_at_1)
+    request = grpc_frame(pb.SendMessageRequest(message=pb.Message(message_id="u-1", role=pb.ROLE_USER)))
+    grpc_headers = [(b"content-type", b"application/grpc")]
+    url = (b"https", "agent.test", 443, b"/lf.a2a.v1.A2AService/SendStreamingMessage")
+    req = (b"POST", url, b"HTTP/2.0", grpc_headers, request, len(request), 1.0, None, None, False)
+    w = _worker(tmp_path)
+    w.handle(("o", "g", req, (200, grpc_headers, 1.1)))
+    w.handle(("c", "g", 1.2, update(0) + update(1) + update(2)))
+    w.handle(("e", "g", (1.3, [(b"grpc-status", b"0")]), None, False))
+    w.close()
+    ex = load(tmp_path, "exchanges").iloc[0]
+    assert ex["sse_events"] == 3 and "grpc_message_failed:1:RuntimeError" in list(ex["anomalies"])
+    assert load(tmp_path, "messages").sort_values("seq")["message_id"].tolist() == ["u-1", "a-0", "a-2"]

@@ -172,3 +172,53 @@ def test_reconfiguring_keeps_the_metrics_port_the_worker_holds(tap) -> None:
     assert b"converse_tap_rows_journaled_total" in _serving(port)
     with pytest.raises(exceptions.OptionsError, match="at least 1"):
         tctx.configure(addon, converse_tap_metrics_agents=0)
+
+
+def test_label_combinations_are_bounded_per_agent() -> None:
+    """Each label keeps 50 values, but their combinations multiplied: one agent answering with 50 authors × 50
+    coverages × 50 reasons of its own making made 125,000 series (~900 bytes each, and each one read at every
+    scrape); a hundred agents, 12 million. Past MAX_SERIES combinations an agent's further ones count under
+    `other`, the agent kept, every reply still counted; another agent's combinations are its own."""
+    from converse_tap.export.metrics import MAX_SERIES
+
+    m = LiveMetrics()
+    n = 0
+    for author in range(30):
+        for coverage in range(30):
+            n += 1
+            m.observe(_row(agent="flood"), [_reply(f"m{n}", author=f"a{author}", coverage=f"c{coverage}")])
+    m.observe(_row(agent="calm"), [_reply("calm-1", coverage="answered")])
+    replies = _samples(m, "converse_tap_replies_total")
+    flood = {k: v for k, v in replies.items() if dict(k)["agent"] == "flood"}
+    assert len(flood) == MAX_SERIES + 1 and sum(flood.values()) == n
+    other = (("agent", "flood"), ("author", OTHER), ("coverage", OTHER), ("reason", OTHER))
+    assert flood[other] == n - MAX_SERIES
+    assert replies[(("agent", "calm"), ("author", "agent"), ("coverage", "answered"), ("reason", ""))] == 1
+
+
+def test_reply_ids_remembered_for_counting_once_are_kept_short() -> None:
+    """The last 100,000 replies are remembered by agent and message id, both strings of the wire's making:
+    ids of 20 KB would have held 2 GB. Ids past SHORT_TEXT are remembered by a digest, still counted once."""
+    import gc
+    import tracemalloc
+
+    m = LiveMetrics()
+
+    def replies(round_: int) -> None:
+        for i in range(200):
+            mid = f"{round_}-{i}-" + "i" * 20_000
+            m.observe(_row(), [_reply(mid)])
+            m.observe(_row(), [_reply(mid)])  # seen again: counted once
+
+    tracemalloc.start()
+    try:
+        replies(0)
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        replies(1)
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 500_000, kept  # 200 ids of 20 KB held are 4 MB
+    assert sum(_samples(m, "converse_tap_replies_total").values()) == 400

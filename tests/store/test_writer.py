@@ -224,3 +224,35 @@ def test_rows_to_batch_is_from_pylist(tmp_path: Path) -> None:
         pa.RecordBatch.from_pylist(bad, schema=TABLES["exchanges"])
     with pytest.raises(UNSTORABLE):
         rows_to_batch(bad, TABLES["exchanges"])
+
+
+def test_one_unstorable_value_costs_its_own_row_not_a_row_by_row_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch that does not build was tried again row by row: one lone surrogate in a flush of 4,096 rows made
+    4,096 one-row batches (ten times the batch's cost), and a value like it in every flush kept the worker that far
+    behind. The batch is halved until the bad row stands alone: about 2·log2(n) batches, the rows and their order
+    as before."""
+    import math
+
+    from converse_tap.store import batches
+    from converse_tap.store.batches import TS_COLUMNS, mend_rows, to_micros
+    from converse_tap.store.schema import TABLES
+
+    ext = extract(exchange_from_flow(a2a_flow(response=jsonrpc_result({"message": agent_message()}))), TextPolicy())
+    assert ext is not None
+    to_micros(ext.messages, TS_COLUMNS["messages"])
+    n = 4096
+    rows = [dict(ext.messages[1], seq=i) for i in range(n)]
+    rows[1234] = dict(rows[1234], text="bad \ud800 text")
+    built = []
+    real = batches.rows_to_batch
+
+    def counted(rs, schema):  # the real conversion, counted
+        built.append(len(rs))
+        return real(rs, schema)
+
+    monkeypatch.setattr(batches, "rows_to_batch", counted)
+    kept = mend_rows(rows, TABLES["messages"])
+    assert [r["seq"] for r in kept] == list(range(n))
+    assert kept[1234]["text"] == "bad \\ud800 text" and "unstorable_value:text" in kept[1234]["anomalies"]
+    assert kept[1233] is rows[1233]  # the others untouched
+    assert len(built) <= 2 * math.log2(n) + 4, len(built)

@@ -1,0 +1,62 @@
+"""The span queue's bound in bytes: a collector that hangs while spans carry values of the wire's making."""
+
+from __future__ import annotations
+
+from tests.export.collector import Collector
+from tests.export.test_units import _row
+
+
+def test_the_span_queue_is_bounded_in_bytes_not_only_in_spans() -> None:
+    """4,096 spans were queued whatever they held: a span's name and attributes are strings from the wire (a
+    JSON-RPC method name of a megabyte, with A2A headers, is recorded as an unknown method), so with the
+    collector hanging the queue could hold gigabytes. Past MAX_QUEUE_BYTES spans are dropped and counted."""
+    from converse_tap.export.otel import MAX_QUEUE_BYTES, SpanExport
+    from converse_tap.export.spans import build_span
+
+    big = 1 << 20
+    n = 2 * MAX_QUEUE_BYTES // big
+    with Collector("hang") as col:
+        export = SpanExport(col.url)
+        try:
+            for i in range(n):
+                method = f"{i:08d}" + "m" * big  # each its own megabyte
+                export.add(build_span(_row(exchange_id=f"x-{i}", method=method), []))
+            with export._cond:
+                queued = sum(len(span.name) + len(span.attributes["a2a.method.name"]) for span in export._queue)
+            assert queued <= MAX_QUEUE_BYTES
+            assert export.stats.dropped > 0 and export.stats.queued + export.stats.dropped == n
+        finally:
+            export.close(0)
+
+
+def test_agent_names_from_cards_are_kept_short() -> None:
+    """Spans name their agent as its card does; the names of the last 10,000 agents are kept. Names and the
+    interface URLs that key them are strings of the card's making: cards with names of 20 KB kept 200 MB."""
+    import gc
+    import tracemalloc
+
+    from converse_tap.a2a.rows import Extraction
+    from converse_tap.export.live import MAX_NAME, LiveExport
+
+    live = LiveExport({"metrics_listen": "127.0.0.1:0"}, dict)
+    assert live.metrics is not None
+
+    def cards(round_: int) -> None:
+        for i in range(300):
+            url = f"http://agent-{round_}-{i}.test/" + "p" * 2000
+            card = {"agent": f"agent-{round_}-{i}", "name": f"{i}" + "n" * 20_000, "interfaces": [{"url": url}]}
+            live.on_rows(Extraction(_row(exchange_id=f"x-{round_}-{i}", agent=card["agent"]), [], [card]))
+
+    tracemalloc.start()
+    try:
+        cards(0)
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        cards(1)
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+        live.close()
+    assert kept < 1_000_000, kept  # 300 names of 20 KB held are 6 MB
+    assert live._names["agent-1-5"] == "5" + "n" * (MAX_NAME - 1)
