@@ -19,6 +19,7 @@ from converse_tap.addon.worker import Worker
 from converse_tap.store.reader import load
 from converse_tap.store.schema import EXCHANGES
 from tests.factories import BASE, agent_message, jsonrpc_request, jsonrpc_result, sse_body, status_event
+from tests.memory import retained
 
 HEADERS = [(b"content-type", b"application/json"), (b"a2a-version", b"1.0")]
 
@@ -226,24 +227,6 @@ def test_a_body_nested_in_a_thousand_content_codings_is_recorded_not_followed(tm
         inflate(body, ", ".join(["gzip"] * (MAX_CODINGS + 1)), 1 << 20)
 
 
-def _retained(run) -> int:
-    """Bytes the second of two calls `run(0)`, `run(1)` leaves allocated (tracemalloc): the first fills the bounded
-    caches (URLs, urlsplit's) with traced entries, which the second then only replaces."""
-    import gc
-    import tracemalloc
-
-    tracemalloc.start()
-    try:
-        run(0)
-        gc.collect()
-        before = tracemalloc.get_traced_memory()[0]
-        run(1)
-        gc.collect()
-        return tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
-
-
 def test_reverse_mode_streams_that_are_not_a2a_leave_nothing_behind(tmp_path: Path) -> None:
     """A reverse-mode GET that the proxy's first look takes for A2A (`/x#/.well-known/agent-card.json`: the
     fragment hides the card path from the worker's URL parse) answered with an event stream: its id was kept,
@@ -260,7 +243,7 @@ def test_reverse_mode_streams_that_are_not_a2a_leave_nothing_behind(tmp_path: Pa
             w.handle(("c", fid, 1.2, b"data: {}\n\n"))
             w.handle(("e", fid, (1.3, None), None, False))
 
-    kept = _retained(run)
+    kept = retained(run)
     w.close()
     assert kept < 100_000, kept  # 2,000 ids of 100+ characters held are over 300 KB
 

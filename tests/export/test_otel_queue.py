@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tests.export.collector import Collector
 from tests.export.test_units import _row
+from tests.memory import retained
 
 
 def test_the_span_queue_is_bounded_in_bytes_not_only_in_spans() -> None:
@@ -32,9 +33,6 @@ def test_the_span_queue_is_bounded_in_bytes_not_only_in_spans() -> None:
 def test_agent_names_from_cards_are_kept_short() -> None:
     """Spans name their agent as its card does; the names of the last 10,000 agents are kept. Names and the
     interface URLs that key them are strings of the card's making: cards with names of 20 KB kept 200 MB."""
-    import gc
-    import tracemalloc
-
     from converse_tap.a2a.rows import Extraction
     from converse_tap.export.live import MAX_NAME, LiveExport
 
@@ -47,16 +45,9 @@ def test_agent_names_from_cards_are_kept_short() -> None:
             card = {"agent": f"agent-{round_}-{i}", "name": f"{i}" + "n" * 20_000, "interfaces": [{"url": url}]}
             live.on_rows(Extraction(_row(exchange_id=f"x-{round_}-{i}", agent=card["agent"]), [], [card]))
 
-    tracemalloc.start()
     try:
-        cards(0)
-        gc.collect()
-        before = tracemalloc.get_traced_memory()[0]
-        cards(1)
-        gc.collect()
-        kept = tracemalloc.get_traced_memory()[0] - before
+        kept = retained(cards)
     finally:
-        tracemalloc.stop()
         live.close()
     assert kept < 1_000_000, kept  # 300 names of 20 KB held are 6 MB
     assert live._names["agent-1-5"] == "5" + "n" * (MAX_NAME - 1)

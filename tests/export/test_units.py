@@ -20,6 +20,7 @@ from converse_tap.export.live import check_listen, parse_listen
 from converse_tap.export.metrics import OTHER, LiveMetrics, outcome
 from converse_tap.export.spans import build_span
 from tests.factories import a2a_flow, agent_message, envelope, jsonrpc_result
+from tests.memory import retained
 
 T, P = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 
@@ -199,9 +200,6 @@ def test_label_combinations_are_bounded_per_agent() -> None:
 def test_reply_ids_remembered_for_counting_once_are_kept_short() -> None:
     """The last 100,000 replies are remembered by agent and message id, both strings of the wire's making:
     ids of 20 KB would have held 2 GB. Ids past SHORT_TEXT are remembered by a digest, still counted once."""
-    import gc
-    import tracemalloc
-
     m = LiveMetrics()
 
     def replies(round_: int) -> None:
@@ -210,15 +208,6 @@ def test_reply_ids_remembered_for_counting_once_are_kept_short() -> None:
             m.observe(_row(), [_reply(mid)])
             m.observe(_row(), [_reply(mid)])  # seen again: counted once
 
-    tracemalloc.start()
-    try:
-        replies(0)
-        gc.collect()
-        before = tracemalloc.get_traced_memory()[0]
-        replies(1)
-        gc.collect()
-        kept = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
+    kept = retained(replies)
     assert kept < 500_000, kept  # 200 ids of 20 KB held are 4 MB
     assert sum(_samples(m, "converse_tap_replies_total").values()) == 400
