@@ -87,6 +87,7 @@ def _loads(body: bytes | None) -> Any:
         return None
 
 
+PREFIX = 64 * 1024  # of a request body too large to parse, kept to recognise its JSON-RPC method
 _METHOD_IN_PREFIX = re.compile(rb'"method"\s*:\s*"([^"\\]{1,100})"')
 
 
@@ -110,6 +111,11 @@ def classify(
     if m and verb == "GET":
         return A2ARequest("card", CARD_METHOD, CARD_METHOD, _version_dialect(headers) or "v1.0", origin + m["base"])
 
+    unparsed = "body_too_large"
+    if body and fastjson.too_many_values(body):  # recognised from its start, like a body too large to keep
+        prefix, unparsed = body[:PREFIX], "too_many_values"
+        body = None
+
     if verb == "POST" and body and b"jsonrpc" in body[:4096] and b"method" in body:
         req = _classify_jsonrpc(origin + path, headers, body)
         if req is not None:
@@ -122,7 +128,7 @@ def classify(
             doc = b'{"jsonrpc": "2.0", "method": ' + json.dumps(name).encode() + b"}"
             req = _classify_jsonrpc(origin + path, headers, doc)
             if req is not None:
-                req.anomalies.append("request_not_parsed:body_too_large")
+                req.anomalies.append(f"request_not_parsed:{unparsed}")
                 return req
 
     for pattern, verbs, operation, certain in _REST_ROUTES:
@@ -149,6 +155,7 @@ def classify(
             params=params,
             task_id=task,
             certain=sure,
+            anomalies=["request_not_parsed:too_many_values"] if unparsed == "too_many_values" else [],
         )
     return None
 

@@ -86,6 +86,8 @@ def _loads(data: bytes | str) -> tuple[Any, str | None]:
         return fastjson.loads(data), None
     except RecursionError:
         return None, "json_too_deep"
+    except fastjson.TooManyValues:
+        return None, f"json_too_many_values:{fastjson.MAX_VALUES}"
     except ValueError as e:
         return None, f"invalid_json:{type(e).__name__}"
 

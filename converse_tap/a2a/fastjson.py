@@ -5,6 +5,11 @@ BOM, UTF-16 bodies, nesting past its limit, or malformed input) is parsed again 
 today's value or error. The one case where orjson accepts input but answers differently, an integer beyond
 64 bits (which it turns into a float), is kept from it: a document with a run of 19 or more digits is parsed
 again by `json.loads`. `tests/a2a/test_fastjson.py` holds the two equal.
+
+A document that would make more than MAX_VALUES values is refused before either parser sees it
+(`TooManyValues`, a ValueError): a dense array or object takes 14-25 times its size in Python objects (three
+bytes of `{},` are a 64-byte dict and a pointer), so a 16 MiB body of `{}` was some 400 MB in the recording worker
+while it was parsed.
 """
 
 from __future__ import annotations
@@ -25,7 +30,29 @@ def _long_digits(data: bytes | str) -> bool:
     return raw.translate(_TO_ZERO).find(_RUN) >= 0
 
 
+# values one document may hold (about 100 MB of objects at most); a task with a 20,000-message history holds
+# about 300,000, and prose has a comma every few dozen characters
+MAX_VALUES = 1_000_000
+_CHECKED_FROM = MAX_VALUES  # a document no longer than this has no more of the characters counted
+
+
+class TooManyValues(ValueError):
+    """The document would hold more than MAX_VALUES values; it is not parsed."""
+
+
+def too_many_values(data: bytes | bytearray | str) -> bool:
+    """Whether `data` has more `,`, `{` and `[` than MAX_VALUES: counted in C, those in strings too, so an upper
+    bound of the values a parse would make (only documents of over 1 MB are counted)."""
+    if len(data) <= _CHECKED_FROM:
+        return False
+    if isinstance(data, str):
+        return data.count(",") + data.count("{") + data.count("[") > MAX_VALUES
+    return data.count(b",") + data.count(b"{") + data.count(b"[") > MAX_VALUES
+
+
 def loads(data: bytes | str) -> Any:
+    if isinstance(data, bytes | bytearray | str) and too_many_values(data):
+        raise TooManyValues(f"over {MAX_VALUES} values")
     if type(data) is bytes or type(data) is str:
         try:
             value = orjson.loads(data)

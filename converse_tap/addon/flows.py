@@ -8,6 +8,7 @@ from typing import Any
 from mitmproxy import http
 from mitmproxy.net.http import url as urls
 
+from ..a2a.classify import PREFIX
 from ..a2a.exchange import HttpExchange
 from ..a2a.grpc_frames import GrpcFrame
 from ..a2a.headers import Headers
@@ -15,7 +16,6 @@ from ..a2a.inflate import TooLarge, inflate
 from ..a2a.sse import SseEvent
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
-PREFIX = 64 * 1024  # of an oversize request body, kept to recognise its JSON-RPC method
 
 
 def _addr(address: Any) -> str | None:

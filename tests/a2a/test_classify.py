@@ -146,3 +146,17 @@ def test_unknown_method_with_a2a_headers_is_kept_with_an_anomaly() -> None:
     req = classify("POST", "http://h/", V1, jsonrpc_request("FutureMethod", {}))
     assert req is not None and req.method == "FutureMethod"
     assert req.anomalies == ["unknown_method:FutureMethod"]
+
+
+def test_a_request_of_too_many_values_is_recognised_from_its_start() -> None:
+    from converse_tap.a2a.fastjson import MAX_VALUES
+
+    flood = b",".join([b"[]"] * (MAX_VALUES // 2 + 1))
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"x": [' + flood + b"]}}"
+    req = classify("POST", "http://h/a2a", V1, body)
+    assert req is not None
+    assert (req.method, req.params, req.anomalies) == ("SendMessage", None, ["request_not_parsed:too_many_values"])
+    rest = b'{"message": {"parts": [' + flood + b"]}}"
+    req = classify("POST", "http://h/v1/message:send", V1, rest)
+    assert req is not None
+    assert (req.binding, req.params, req.anomalies) == ("rest", None, ["request_not_parsed:too_many_values"])

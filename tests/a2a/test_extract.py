@@ -574,3 +574,14 @@ def test_message_rows_per_exchange_are_bounded() -> None:
     assert ext.exchange["messages"] == MAX_SIGHTINGS + 1
     assert f"messages_not_recorded_past:{MAX_SIGHTINGS}:{n - MAX_SIGHTINGS + 10}" in ext.exchange["anomalies"]
     assert ext.exchange["task_state"] == "TASK_STATE_COMPLETED"
+
+
+def test_a_body_of_too_many_values_is_an_anomaly_and_the_exchange_is_recorded() -> None:
+    from converse_tap.a2a.fastjson import MAX_VALUES
+
+    flood = b",".join([b"{}"] * (MAX_VALUES // 2 + 1))
+    body = b'{"jsonrpc":"2.0","id":"r-1","result":{"task":{"id":"t","history":[' + flood + b"]}}}"
+    out = run(a2a_flow(response=body))
+    assert out.exchange["anomalies"] == [f"json_too_many_values:{MAX_VALUES}"]
+    assert out.exchange["method"] == "SendMessage"
+    assert [m["role"] for m in out.messages] == ["user"]  # the request's message is still a row

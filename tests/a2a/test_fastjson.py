@@ -87,3 +87,26 @@ def test_documents(doc: Any) -> None:
 @given(st.binary(max_size=40) | st.text(alphabet='[]{}",:0123456789.eE+-tfnrul \\ud8a', max_size=40))
 def test_garbage(data: bytes | str) -> None:
     _check(data)
+
+
+def test_a_document_of_too_many_values_is_refused_before_it_is_parsed() -> None:
+    """Three bytes of `{},` are a 64-byte dict: a 16 MiB body of them was some 400 MB of objects in the worker."""
+    import tracemalloc
+
+    n = fastjson.MAX_VALUES // 2 + 1  # each `{},` counts twice: a value and its separator
+    flood = b"[" + b"{}," * (n - 1) + b"{}]"
+    tracemalloc.start()
+    try:
+        with pytest.raises(fastjson.TooManyValues):
+            fastjson.loads(flood)
+        with pytest.raises(ValueError):  # what callers catch for a document they cannot read
+            fastjson.loads(flood.decode())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < len(flood) * 2  # the str copy, not n dicts (n * 64 bytes)
+    # as many values as allowed, in a document long enough to be counted: parsed as json.loads parses it
+    _check(b"[" + b"1," * (fastjson.MAX_VALUES - 2) + b"1]")
+    with pytest.raises(fastjson.TooManyValues):
+        fastjson.loads(b"[" + b"1," * fastjson.MAX_VALUES + b"1]")
+    _check(json.dumps({"text": "x" * 3_000_000, "parts": [{"a": [1]}] * 10}))
