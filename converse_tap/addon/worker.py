@@ -66,6 +66,9 @@ class _Stream:
     reverse: bool = False  # a GET captured by a reverse-mode proxy: a card it returns is checked
 
 
+MAX_OTHER_STREAMS = 10_000  # ids of open streams that are not A2A, kept until their end
+
+
 class Worker:
     def __init__(self, config: dict[str, Any]) -> None:
         self.max_body: int = config["max_body"]
@@ -91,6 +94,8 @@ class Worker:
         exports = config.get("otlp_endpoint") or config.get("metrics_listen")
         self.live = LiveExport(config, self._health) if exports else None
         self.streams: dict[str, _Stream] = {}
+        # streams opened that are not A2A: their end is expected, not a lost stream (oldest forgotten past a bound)
+        self.others: dict[str, None] = {}
         self.replies = 0
         self.anomalies = 0
         self.failures = 0
@@ -172,6 +177,9 @@ class Worker:
             self._submit(ex, lambda: failed_extraction(ex, error, self.redaction), reverse)
             return
         if extractor is None:
+            if len(self.others) >= MAX_OTHER_STREAMS:
+                del self.others[next(iter(self.others))]
+            self.others[fid] = None
             return
         if is_grpc(ex.response_headers.get("content-type")):
             ex.sse_events = None
@@ -223,7 +231,8 @@ class Worker:
     def _close(self, fid: str, resp_end: tuple[Any, ...], err: Any, lost: bool = False) -> None:
         stream = self.streams.pop(fid, None)
         if stream is None:
-            self.lost_streams += 1  # opened before this worker started (a restart): nothing to attach it to
+            if self.others.pop(fid, 0) is not None:  # not a stream this worker saw open
+                self.lost_streams += 1  # opened before this worker started (a restart): nothing to attach it to
             return
         ex = stream.ex
         if lost:  # the proxy could not hand on every chunk (worker behind): what came is parsed, no more

@@ -84,6 +84,14 @@ def test_a_stream_past_max_events_is_counted_not_parsed(tmp_path: Path) -> None:
         w.handle(("c", "s", 1.2, body[i : i + 50]))
     w.handle(("e", "s", (1.3, None), None, False))
     w.handle(("e", "never-opened", (1.3, None), None, False))
+    # a stream the proxy's first look sent on that is not A2A (a JSON-RPC method of another protocol): its end
+    # is not a stream lost
+    mcp = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {}}'
+    other = (b"POST", (b"http", "agent.test", 9000, b"/mcp"), b"HTTP/1.1", [(b"content-type", b"application/json")])
+    other += (mcp, len(mcp), 1.0, ("127.0.0.1", 5000), ("agent.test", 9000), False)
+    w.handle(("o", "other", other, (200, [(b"content-type", b"text/event-stream")], 1.1)))
+    w.handle(("c", "other", 1.2, b"data: {}\n\n"))
+    w.handle(("e", "other", (1.3, None), None, False))
     w.close()
     ex = load(tmp_path, "exchanges").iloc[0]
     assert ex["sse_events"] == 6 and ex["bytes_out"] == len(body)
