@@ -5,7 +5,11 @@ HTTP server on its own threads: a scraper that is slow or never reads holds only
 Label sets are bounded: no ids as labels, agents past `max_agents` count as `other`, every other label keeps at
 most a fixed number of distinct values (the rest are `other`), and each agent at most MAX_SERIES combinations
 of them per metric (the rest count under `other` in every label but the agent): values bounded one by one still
-multiply (50 authors × 50 coverages × 50 reasons from one agent's envelopes).
+multiply (50 authors × 50 coverages × 50 reasons from one agent's envelopes). The values the spec names (A2A
+methods and bindings, the envelope's enums) always have series of their own, whatever else the wire sent first;
+an agent's slot is given to another agent once it has been idle AGENT_IDLE seconds (its series are removed: a
+counter that comes back starts from zero, which `rate` and `increase` take as a reset), so agents that came
+once, or a burst of made-up ones, do not keep today's agents under `other` for the worker's life.
 
 Live counters are not the report's definitions: see docs/operations.md ("Live metrics").
 """
@@ -14,10 +18,20 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
+from ..a2a.constants import (
+    AUTHORS,
+    CARD_METHOD,
+    COVERAGE,
+    COVERAGE_REASONS,
+    INVOCATION_OUTCOMES,
+    JSONRPC_V1_METHODS,
+    ROUTINE_STATUSES,
+)
 from ..a2a.redact import SHORT_TEXT
 from .spans import is_reply
 
@@ -26,24 +40,68 @@ MAX_VALUES = 50  # distinct values kept per label (other than agent)
 MAX_LABEL_LENGTH = 80
 MAX_SERIES = 200  # combinations of the other labels per agent and metric
 SEEN_REPLIES = 100_000  # message ids remembered to count each distinct reply once
+AGENT_IDLE = 3600.0  # seconds without an exchange after which an agent's slot may go to another agent
+# values of a label that are always its own (beside at most MAX_VALUES others, first come)
+KNOWN = {
+    "method": frozenset(JSONRPC_V1_METHODS) | {CARD_METHOD},
+    "binding": frozenset({"jsonrpc", "rest", "grpc", "card"}),
+    "author": AUTHORS | {""},
+    "coverage": COVERAGE | {""},
+    "reason": COVERAGE_REASONS | {""},
+    "status": ROUTINE_STATUSES,
+    "invocation": INVOCATION_OUTCOMES,
+}
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
 class Bounded:
-    """Maps a label value to itself while fewer than `limit` distinct values have been seen, then to `other`."""
+    """Maps a label value to itself if it is `known`, or while fewer than `limit` other distinct values have been
+    seen; then to `other`."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, known: frozenset[str] = frozenset()) -> None:
         self.limit = limit
+        self.known = known
         self.values: set[str] = set()
 
     def __call__(self, value: Any) -> str:
         text = "" if value is None else str(value)[:MAX_LABEL_LENGTH]
-        if text in self.values:
+        if text in self.known or text in self.values:
             return text
         if len(self.values) < self.limit:
             self.values.add(text)
             return text
         return OTHER
+
+
+class AgentSlots:
+    """Maps an agent to itself while it holds one of `limit` slots, else to `other`. A slot idle for `idle`
+    seconds goes to the next new agent, and `evicted(agent)` is told (its series are removed)."""
+
+    def __init__(
+        self,
+        limit: int,
+        evicted: Callable[[str], None],
+        idle: float = AGENT_IDLE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limit, self.idle, self.clock, self.evicted = limit, idle, clock, evicted
+        self.last: OrderedDict[str, float] = OrderedDict()  # agent -> when last seen, least recent first
+
+    def __call__(self, value: Any) -> str:
+        text = "" if value is None else str(value)[:MAX_LABEL_LENGTH]
+        now = self.clock()
+        if text in self.last:
+            self.last[text] = now
+            self.last.move_to_end(text)
+            return text
+        if len(self.last) >= self.limit:
+            oldest, seen = next(iter(self.last.items()))
+            if now - seen < self.idle:
+                return OTHER
+            del self.last[oldest]
+            self.evicted(oldest)
+        self.last[text] = now
+        return text
 
 
 def outcome(row: dict[str, Any]) -> str:
@@ -63,7 +121,7 @@ class LiveMetrics:
 
         disable_created_metrics()  # no `_created` series beside each counter (this process serves only ours)
         self.registry = CollectorRegistry(auto_describe=True)
-        self.agent = Bounded(max_agents)
+        self.agent = AgentSlots(max_agents, self._forget_agent)
         self._bound: dict[str, Bounded] = {}
         self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._series: dict[tuple[Any, str], set[tuple[str, ...]]] = {}  # (metric, agent) -> combinations
@@ -117,8 +175,16 @@ class LiveMetrics:
     def _b(self, label: str, value: Any) -> str:
         bound = self._bound.get(label)
         if bound is None:
-            bound = self._bound[label] = Bounded(MAX_VALUES)
+            bound = self._bound[label] = Bounded(MAX_VALUES, KNOWN.get(label, frozenset()))
         return bound(value)
+
+    def _forget_agent(self, agent: str) -> None:
+        """Remove every series of an agent whose slot goes to another."""
+        for key in [k for k in self._series if k[1] == agent]:
+            metric = key[0]
+            for values in self._series.pop(key):
+                with contextlib.suppress(KeyError):
+                    metric.remove(agent, *values)
 
     def _labels(self, metric: Any, agent: str, *values: str) -> Any:
         """`metric.labels(agent, *values)`, the values `other` once the agent has MAX_SERIES combinations."""
@@ -139,7 +205,7 @@ class LiveMetrics:
         if start is not None and end is not None and end >= start:
             self._labels(self.duration, agent, method).observe((end - start) / 1e6)
         if first_event is not None and start is not None and row.get("streamed"):
-            self.first_event.labels(agent).observe(max(0.0, first_event - start / 1e6))
+            self._labels(self.first_event, agent).observe(max(0.0, first_event - start / 1e6))
         kinds = [a.split(":", 1)[0] for a in row.get("anomalies") or ()]
         for m in messages:
             kinds += [a.split(":", 1)[0] for a in m.get("anomalies") or ()]

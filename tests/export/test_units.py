@@ -121,6 +121,48 @@ def test_metric_label_values_are_bounded_per_label() -> None:
     assert len(coverages) == 51 and OTHER in coverages and max(map(len, coverages)) == 80
 
 
+def test_values_the_spec_names_keep_their_series_whatever_came_first() -> None:
+    """A flood of made-up coverages and methods took every slot of their labels, and the spec's own values that
+    came later were counted as `other` for the worker's life."""
+    m = LiveMetrics()
+    for i in range(60):
+        row = _row(method=f"made/up-{i}")
+        m.observe(row, [_reply(f"m{i}", coverage=f"verdict-{i}")])
+    m.observe(_row(), [_reply("real", coverage="answered")])
+    replies = _samples(m, "converse_tap_replies_total")
+    assert replies[(("agent", "a"), ("author", "agent"), ("coverage", "answered"), ("reason", ""))] == 1
+    methods = {dict(k)["method"] for k in _samples(m, "converse_tap_exchanges_total")}
+    assert "SendMessage" in methods and OTHER in methods and len(methods) == 52
+
+
+def test_an_idle_agents_slot_goes_to_a_new_agent_and_its_series_go() -> None:
+    """The first `max_agents` agents held their slots for the worker's life: agents that came once (or a burst
+    of made-up ones) kept every later agent under `other`."""
+    from converse_tap.export.metrics import AGENT_IDLE
+
+    now = [0.0]
+    m = LiveMetrics(max_agents=2)
+    m.agent.clock = lambda: now[0]
+    for agent in ("once", "steady", "late"):
+        m.observe(_row(agent=agent), [_reply(f"{agent}-1")])
+    now[0] = AGENT_IDLE - 1
+    m.observe(_row(agent="steady"), [_reply("steady-2")])
+    m.observe(_row(agent="late"), [_reply("late-2")])  # "once" is not idle long enough yet
+    assert {dict(k)["agent"] for k in _samples(m, "converse_tap_exchanges_total")} == {"once", "steady", OTHER}
+    now[0] = AGENT_IDLE + 1
+    m.observe(_row(agent="late"), [_reply("late-3")])  # takes the slot "once" left idle, not "steady"'s
+    exchanges = _samples(m, "converse_tap_exchanges_total")
+    assert {dict(k)["agent"] for k in exchanges} == {"steady", "late", OTHER}
+    assert {dict(k)["agent"] for k in _samples(m, "converse_tap_exchange_duration_seconds_count")} == {
+        "steady",
+        "late",
+        OTHER,
+    }
+    by_agent = {dict(k)["agent"]: v for k, v in exchanges.items()}
+    assert (by_agent["steady"], by_agent["late"], by_agent[OTHER]) == (2, 1, 2)
+    assert not m._series.get((m.exchanges, "once"))  # nothing kept for it
+
+
 def test_outcome() -> None:
     assert outcome(_row()) == "ok"
     assert outcome(_row(status_code=404, error_code=404)) == "error"
