@@ -6,12 +6,12 @@ have a body to show only when mitmproxy stores it: run with `--set store_streame
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from mitmproxy import http
 from mitmproxy.contentviews import Contentview, Metadata
 
+from ..a2a import fastjson
 from ..a2a.classify import classify
 from ..a2a.envelope import find_envelope, flatten_envelope
 from ..a2a.grpc import classify_grpc, decode, is_grpc
@@ -52,9 +52,15 @@ def _envelope_lines(obj: dict[str, Any], role: str | None) -> list[str]:
     return out
 
 
+MAX_OBJECTS = 200  # A2A objects shown per document (a task's history can hold thousands)
+MAX_TEXT_LINES = 8  # lines of a message's text shown, each cut to MAX_LINE characters
+MAX_LINE = 200
+
+
 def _object_lines(walk: Walk, start: int, label: str) -> list[str]:
     lines = []
-    for s in walk.sightings[start:]:
+    shown = walk.sightings[start : start + MAX_OBJECTS]
+    for s in shown:
         obj = s.obj
         if s.object_kind == "artifact":
             role, ident = None, get(obj, "artifactId")
@@ -68,9 +74,13 @@ def _object_lines(walk: Walk, start: int, label: str) -> list[str]:
             head += f" [{s.task_state.removeprefix('TASK_STATE_').lower()}]"
         text = text_of(parts_of(obj))
         lines.append(head)
-        if text:
-            lines += [f"    {t}" for t in text.splitlines()[:8]]
+        if text:  # the start of the text only: splitting all of a 16 MiB text was a list of millions of lines
+            start_of = text[: MAX_TEXT_LINES * (MAX_LINE + 1)].splitlines()[:MAX_TEXT_LINES]
+            lines += [f"    {t[:MAX_LINE]}" for t in start_of]
         lines += _envelope_lines(obj, role)
+    more = len(walk.sightings) - start - len(shown) + walk.skipped
+    if more > 0:
+        lines.append(f"  … {more} more objects")
     if not lines:
         lines.append(f"  ({label}: no message)")
     return lines
@@ -149,9 +159,9 @@ class A2AContentview(Contentview):
             events, _ = parse_sse(data)
             for i, ev in enumerate(events):
                 label = f"event {i}" + (f" ({ev.event})" if ev.event != "message" else "")
-                lines += render(json.loads(ev.data), label)
-        else:
-            lines += render(json.loads(data), "body")
+                lines += render(fastjson.loads(ev.data), label)
+        else:  # fastjson: a document of millions of values is refused (ValueError), not parsed on the event loop
+            lines += render(fastjson.loads(data), "body")
         return "\n".join(lines) + "\n"
 
     def render_priority(self, data: bytes, metadata: Metadata) -> float:

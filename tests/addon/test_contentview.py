@@ -1,0 +1,45 @@
+"""The A2A content view on documents of hostile size: it runs in the proxy's process when a flow is shown."""
+
+from __future__ import annotations
+
+import pytest
+from mitmproxy import contentviews
+from mitmproxy.test import taddons
+
+from converse_tap.a2a.fastjson import MAX_VALUES
+from converse_tap.addon.contentview import MAX_LINE, MAX_OBJECTS, MAX_TEXT_LINES, A2AContentview
+from tests.factories import a2a_flow, agent_message, jsonrpc_result
+
+contentviews.add(A2AContentview())  # as the mitmdump script does; the registry keeps one view per name
+
+
+def _shown(body: bytes) -> contentviews.ContentviewResult:
+    flow = a2a_flow(response=body)
+    with taddons.context():  # content views read mitmproxy's options
+        return contentviews.prettify_message(flow.response, flow)
+
+
+def test_a_task_of_thousands_of_messages_shows_the_first_ones_and_counts_the_rest() -> None:
+    """Every object and every line of its text were laid out: a task with a long history, each message with a
+    long text, was hundreds of thousands of lines (and a list of every line of each text) on the event loop."""
+    text = "\n".join(["line " + "x" * 300] * 12)
+    history = [agent_message(f"m{i}", text=text) for i in range(1_000)]
+    task = {"id": "t", "status": {"state": "TASK_STATE_COMPLETED"}, "history": history}
+    shown = _shown(jsonrpc_result({"task": task}))
+    assert shown.view_name == "A2A converse"
+    lines = shown.text.splitlines()
+    assert len(lines) < MAX_OBJECTS * (MAX_TEXT_LINES + 4)
+    assert f"  … {1_000 - MAX_OBJECTS} more objects" in lines
+    assert max(map(len, lines)) <= MAX_LINE + 10
+
+
+def test_a_document_of_millions_of_values_is_not_parsed_by_the_view() -> None:
+    flood = b",".join([b"{}"] * (MAX_VALUES // 2 + 1))
+    with pytest.raises(ValueError):
+        A2AContentview().prettify(b'{"jsonrpc":"2.0","id":"r-1","result":[' + flood + b"]}", _metadata())
+    assert _shown(b'{"jsonrpc":"2.0","id":"r-1","result":[' + flood + b"]}").view_name != "A2A converse"
+
+
+def _metadata() -> contentviews.Metadata:
+    flow = a2a_flow(response=b"{}")
+    return contentviews.Metadata(flow=flow, http_message=flow.response, content_type="application/json")
