@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from converse_tap import mempolicy
+
 
 def _vmhwm_mib() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -138,7 +140,10 @@ def steps(capture: Path, reps: int) -> None:
 
 
 def _child(args: list[str]) -> dict[str, float]:
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_ingest", *args], capture_output=True, text=True)
+    """In a fresh process with the environment `converse-tap` gives itself (Arrow's allocator)."""
+    env = {**mempolicy.ENVIRONMENT, **os.environ}
+    cmd = [sys.executable, "-m", "benchmarks.bench_ingest", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"benchmark child failed: {proc.stderr[-2000:]}")
     figures: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from . import flowfile, gcpolicy, harfile
+from . import flowfile, gcpolicy, harfile, mempolicy
 from .a2a.exchange import HttpExchange
 from .a2a.extract import Extraction, extract
 from .a2a.redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy
@@ -59,7 +59,12 @@ __all__ = ["NOT_A_CAPTURE", "IngestError", "IngestResult", "Part", "ingest", "ki
 class _Writer(DatasetWriter):
     """The dataset writer, run inline, journaling in batches of bounded size (not only every flush interval)."""
 
-    def flush_now(self) -> None:
+    def flush_now(self, coming: int = 0) -> None:
+        """Journal the pending rows and roll over if due; the journals are rolled over first when `coming` bytes
+        more would take them past `rollover_bytes`, so that a roll-over reads back at most that, or one batch."""
+        journal = sum(j.file.tell() for j in self._journals.values())
+        if journal and self.rollover_bytes and journal + coming > self.rollover_bytes:
+            self._rollover()
         self._flush_and_roll()
 
     @property
@@ -132,7 +137,7 @@ class _Run:
         self.batch_n = self.batch_bytes = 0
 
     def run(self) -> IngestResult:
-        with gcpolicy.fewer_collections():
+        with gcpolicy.fewer_collections(), mempolicy.returning_memory():
             return self._run()
 
     def _run(self) -> IngestResult:
@@ -201,15 +206,21 @@ class _Run:
                 journal_dir=self.share.journal_dir,
             )
             self.writer.start(thread=False)
+        if self.batch_n and self.batch_bytes + size > BATCH_BYTES:  # a batch holds BATCH_BYTES, or one exchange
+            self._flush()
         self.writer.write(extraction)
         self.batch_n += 1
         self.batch_bytes += size
         if self.batch_n >= BATCH_EXCHANGES or self.batch_bytes >= BATCH_BYTES:
-            self.writer.flush_now()
-            self.batch_n = self.batch_bytes = 0
-            if self.writer.failing:  # the disk is full or failing: stop reading rather than hold rows in memory
-                self.result.write_error = f"cannot write to {self.share.out}"
-                raise _StopWriting
+            self._flush()
+
+    def _flush(self) -> None:
+        assert self.writer is not None
+        self.writer.flush_now(self.batch_bytes)
+        self.batch_n = self.batch_bytes = 0
+        if self.writer.failing:  # the disk is full or failing: stop reading rather than hold rows in memory
+            self.result.write_error = f"cannot write to {self.share.out}"
+            raise _StopWriting
 
     def _close(self) -> None:
         w = self.writer

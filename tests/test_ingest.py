@@ -296,6 +296,31 @@ def test_a_gzip_bomb_in_a_flow_file_costs_only_its_exchange(tmp_path: Path) -> N
     assert len(load(tmp_path / "out", "messages")) >= 4  # both neighbours' requests and replies
 
 
+def test_flows_with_bodies_near_the_parse_limit_stay_within_the_memory_bound(tmp_path: Path) -> None:
+    """Each 15 MiB text passes through several buffers its size (body, decoded text, Arrow column, the
+    roll-over's Parquet pages, whose min/max statistics copied it again several times). Freed, glibc and Arrow's
+    allocator kept them: three such flows took `converse-tap ingest` to 295 MB, past the 256 MiB bound."""
+    path = tmp_path / "big.mitm"
+    with open(path, "wb") as f:
+        w = io.FlowWriter(f)
+        for i in range(3):
+            flow = a2a_flow(response=jsonrpc_result({"message": agent_message(f"big-{i}", text="x" * (15 << 20))}))
+            flow.id = f"big-{i}"
+            w.add(flow)
+    code = (  # VmHWM: ru_maxrss would count the pytest process the child was forked from
+        "import atexit, sys; from converse_tap.cli import cli; sys.argv[0] = 'converse-tap';"
+        "hwm = lambda: [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0];"
+        "atexit.register(lambda: print('peak', hwm())); cli()"
+    )
+    args = ["ingest", str(path), "--out", str(tmp_path / "out"), "--jobs", "1"]
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    peak_kib = int(proc.stdout.rsplit("peak ", 1)[1])
+    assert peak_kib < 256 * 1024, peak_kib
+    texts = load(tmp_path / "out", "messages", columns=["text"])["text"].dropna()
+    assert sorted(map(len, texts))[-3:] == [15 << 20] * 3  # every text stored whole
+
+
 def _cli_process(args: list[str], fsize: int | None = None, **kw: Any) -> subprocess.Popen[str]:
     """`converse-tap ARGS` in its own process; `fsize` caps the size of any file it writes (RLIMIT_FSIZE),
     the way a full disk stops a write part-way."""

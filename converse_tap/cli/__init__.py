@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from . import capture, demo, export, report  # noqa: F401  (each registers its commands on the group)
-from .base import cli, main
-from .drill import show, sql_command
+from .. import mempolicy
+
+mempolicy.for_our_process()  # before pyarrow loads: Arrow's allocator is read from the environment once
+
+from . import capture, demo, export, report  # noqa: E402, F401  (each registers its commands on the group)
+from .base import cli, main  # noqa: E402
+from .drill import show, sql_command  # noqa: E402
 
 cli.add_command(sql_command)
 cli.add_command(show)

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import objstore
-from .schema import PARTITION_TS, TABLES, with_version
+from .schema import PARTITION_TS, TABLES, parquet_options, with_version
 
 JOURNAL_DIR = "_journal"
 SALT_FILE = "_salt"
@@ -172,14 +172,7 @@ def write_parquet(root: str | Path, table_name: str, table: pa.Table, stem: str)
         make_dir(folder)
         final = folder / f"part-{stem}.parquet"
         tmp = folder / f".part-{stem}.parquet.tmp"
-        pq.write_table(
-            part,
-            tmp,
-            compression="zstd",
-            row_group_size=1_000_000,
-            use_dictionary=True,
-            write_statistics=True,
-        )
+        pq.write_table(part, tmp, **parquet_options(part.schema))
         os.chmod(tmp, 0o600)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())

@@ -23,6 +23,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from .schema import parquet_options
+
 log = logging.getLogger(__name__)
 
 SCHEME = "s3://"
@@ -201,9 +203,7 @@ def upload_parquet(remote: Remote, parts: list[tuple[str, str, pa.Table]], stem:
     written = []
     for table_name, date, part in parts:
         sink = pa.BufferOutputStream()
-        pq.write_table(
-            part, sink, compression="zstd", row_group_size=1_000_000, use_dictionary=True, write_statistics=True
-        )
+        pq.write_table(part, sink, **parquet_options(part.schema))
         key = f"{table_name}/date={date}/part-{stem}.parquet"
         put_bytes(remote, key, sink.getvalue())
         written.append(remote.path(key))
