@@ -33,10 +33,10 @@ ENVIRONMENT = {"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}  # for processes of our 
 
 def for_our_process() -> None:
     """At the start of a process of our own (the CLI), before pyarrow is imported: Arrow's allocator, unless
-    the user chose one, and glibc's fixed threshold."""
+    the user chose one. (glibc's threshold is fixed only when an ingest runs: `converse-tap record` runs the
+    proxy in this process, where mapping every large body afresh would cost it CPU.)"""
     for name, value in ENVIRONMENT.items():
         os.environ.setdefault(name, value)
-    fixed_mmap_threshold()
 
 
 def fixed_mmap_threshold() -> bool:
