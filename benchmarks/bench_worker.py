@@ -32,7 +32,8 @@ from benchmarks.upstream import REPLY
 from converse_tap import gcpolicy
 from converse_tap.addon.channel import Channel
 from converse_tap.addon.tap import ConverseTap, _response_head
-from converse_tap.addon.worker import Worker, gather_for
+from converse_tap.addon.worker import Worker
+from converse_tap.addon.workerproc import gather_for
 from tests.factories import a2a_flow
 
 

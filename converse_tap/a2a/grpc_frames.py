@@ -46,6 +46,22 @@ class GrpcFrameParser:
         self.bytes = 0
         self.malformed: str | None = None
 
+    @property
+    def held(self) -> int:
+        """Bytes of the message being read that this parser holds."""
+        return len(self._buf)
+
+    def shed(self) -> bool:
+        """Drop the message being read (the rest of its bytes are skipped as they come); True if there was one.
+        For a caller over its memory budget."""
+        if self._frame is None:  # at most a part of the next prefix: kept, it is the stream's framing
+            return False
+        _compressed, length = self._frame
+        self._skip = length - len(self._buf)
+        self._frame = None
+        self._buf.clear()
+        return True
+
     def feed(self, chunk: bytes, received: float | None = None) -> list[GrpcFrame]:
         self.bytes += len(chunk)
         if self.malformed is not None or not chunk:

@@ -115,6 +115,29 @@ class SseParser:
         return events
 
     @property
+    def held(self) -> int:
+        """Bytes of the event being gathered that this parser holds (its unfinished line and data lines)."""
+        return self._line_bytes + (0 if self._oversize else self._data_bytes)
+
+    def shed(self) -> None:
+        """Drop what `held` counts: the event is dispatched as if it had passed `max_event_bytes` (`oversize`,
+        no data), and the rest of an unfinished line is skipped. For a caller over its memory budget."""
+        if self._line and not self._skipping:
+            start = b""
+            for piece in self._line:  # what kind of line it is: its first five bytes, without joining it
+                start += piece[: 5 - len(start)]
+                if len(start) >= 5:
+                    break
+            self._skip_is_data = start == b"data:"
+            self._skipping = True
+            if self._skip_is_data:
+                self._data_bytes += self._line_bytes
+            self._line, self._line_bytes = [], 0
+        if self._data_bytes:
+            self._oversize = True
+            self._data.clear()
+
+    @property
     def pending(self) -> bool:
         """Bytes of an event not yet dispatched are held (a stream cut here was cut mid-event)."""
         return bool(self._line or self._skipping or self._data_bytes)

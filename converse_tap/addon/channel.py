@@ -66,7 +66,7 @@ class Channel:
     def start(self) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "converse_tap.addon.worker"],
+            [sys.executable, "-m", "converse_tap.addon.workerproc"],
             stdin=subprocess.PIPE,
             env=env,
             close_fds=True,

@@ -1,6 +1,7 @@
 """The recording worker: a process of its own that turns the proxy's raw capture records into dataset rows.
 
-`python -m converse_tap.addon.worker`, started by the addon (channel.py) with a pipe on stdin. Everything that
+It runs as `python -m converse_tap.addon.workerproc`, started by the addon (channel.py) with a pipe on stdin
+(workerproc.py reads the records and hands them to `Worker.handle`). Everything that
 costs CPU or memory in proportion to what the wire says — decompression, SSE splitting, JSON, the envelope,
 Arrow and Parquet — happens here, so that none of it can slow, grow or stop the proxy. Summary lines go to
 stderr, which it shares with mitmproxy: chatter, never mixed into what a command prints as data.
@@ -8,23 +9,16 @@ stderr, which it shares with mitmproxy: chatter, never mixed into what a command
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import pickle
-import select
-import signal
 import struct
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mitmproxy.net.http import url as urls
 
-from .. import gcpolicy
 from ..a2a.exchange import HttpExchange
 from ..a2a.extract import Extraction, Extractor, failed_extraction
 from ..a2a.grpc import is_grpc
@@ -34,7 +28,6 @@ from ..a2a.inflate import Inflater, TooLarge, decoded_prefix
 from ..a2a.redact import Redaction, TextPolicy, install_log_redactor
 from ..a2a.sse import SseParser
 from ..export.live import LiveExport
-from ..nopandas import keep_pandas_out
 from ..store import objstore
 from ..store.recovery import recover
 from ..store.writer import DatasetWriter
@@ -64,9 +57,13 @@ class _Stream:
     failed: str | None = None
     grpc: GrpcFrameParser | None = None  # a gRPC response: length-prefixed messages instead of SSE events
     reverse: bool = False  # a GET captured by a reverse-mode proxy: a card it returns is checked
+    held: int = 0  # bytes of an unfinished event or message its parser holds, as last counted
 
 
 MAX_OTHER_STREAMS = 10_000  # ids of open streams that are not A2A, kept until their end
+# bytes of unfinished events (SSE) and messages (gRPC) the open streams' parsers may hold together: each may hold
+# up to max_body (16 MiB), so a hundred streams stalled mid-event would otherwise hold 1.6 GB
+MAX_HELD = 64 * 1024 * 1024
 
 
 class Worker:
@@ -100,6 +97,7 @@ class Worker:
         self.anomalies = 0
         self.failures = 0
         self.lost_streams = 0
+        self.held = 0  # what the open streams' parsers hold together (MAX_HELD)
         self.bypass = BypassCheck()  # cards of reverse-mode GETs that send clients around the recorder
 
     # -- records -----------------------------------------------------------------------------------------
@@ -198,6 +196,30 @@ class Worker:
         self.streams[fid] = _Stream(ex, extractor, SseParser(self.max_body), inflater, failed=failed, reverse=reverse)
 
     def _chunk(self, stream: _Stream, received: float, chunk: bytes) -> None:
+        self._parse(stream, received, chunk)
+        parser = stream.grpc if stream.grpc is not None else stream.parser
+        held = parser.held
+        self.held += held - stream.held
+        stream.held = held
+        if self.held > MAX_HELD:
+            self._shed()
+
+    def _shed(self) -> None:
+        """Over MAX_HELD: the largest unfinished events are dropped (each stream's row says so) until the
+        streams hold half of it; the streams go on, their later events parsed."""
+        for stream in sorted(self.streams.values(), key=lambda s: s.held, reverse=True):
+            if self.held <= MAX_HELD // 2 or stream.held == 0:
+                break
+            if stream.grpc is not None:
+                stream.grpc.shed()
+                stream.extractor.note(f"grpc_message_not_parsed:worker_buffer_full:{stream.held}")
+            else:
+                stream.parser.shed()
+                stream.extractor.note(f"sse_event_not_parsed:worker_buffer_full:{stream.held}")
+            self.held -= stream.held
+            stream.held = 0
+
+    def _parse(self, stream: _Stream, received: float, chunk: bytes) -> None:
         stream.bytes += len(chunk)
         if stream.failed is not None:
             return
@@ -230,6 +252,8 @@ class Worker:
 
     def _close(self, fid: str, resp_end: tuple[Any, ...], err: Any, lost: bool = False) -> None:
         stream = self.streams.pop(fid, None)
+        if stream is not None:
+            self.held -= stream.held
         if stream is None:
             if self.others.pop(fid, 0) is not None:  # not a stream this worker saw open
                 self.lost_streams += 1  # opened before this worker started (a restart): nothing to attach it to
@@ -322,82 +346,3 @@ class Worker:
 
 def _reverse_get(req: tuple[Any, ...], ex: HttpExchange) -> bool:
     return bool(req[-1]) and ex.method == "GET"
-
-
-_READ = 1 << 20  # the pipe's size (channel.py sets it)
-GATHER = 0.2  # at most this long (seconds) records gather in the pipe after a read that emptied it
-
-
-def gather_for(flush_interval: float) -> float:
-    """How long records gather in the pipe after a read that emptied it: a fifth of the flush interval, at most
-    GATHER, so a busy worker wakes a few times a second, not once per exchange (docs/performance.md)."""
-    return max(0.0, min(GATHER, flush_interval / 5))
-
-
-def _frames(fd: int, tick, gather: Callable[[], float] = lambda: GATHER) -> Any:
-    """Records from the pipe, calling `tick()` at least every 0.2 s while it is quiet.
-
-    After a read that emptied the pipe, it waits `gather` seconds before the next one, so that under load one
-    wake-up takes the records of many exchanges rather than one (each wake-up costs a context switch and
-    cold caches); nothing waits on the worker, since the proxy has already sent the exchange on. (`gather()`:
-    the config's `gather`, for benchmarks.)"""
-    buf = bytearray()
-    while True:
-        ready, _, _ = select.select([fd], [], [], 0.2)
-        if not ready:
-            tick()
-            continue
-        data = os.read(fd, _READ)
-        if not data:
-            return
-        buf += data
-        pos = 0
-        while len(buf) - pos >= 4:
-            (n,) = _LEN.unpack_from(buf, pos)
-            if len(buf) - pos - 4 < n:
-                break
-            yield pickle.loads(memoryview(buf)[pos + 4 : pos + 4 + n])
-            pos += 4 + n
-        del buf[:pos]
-        tick()
-        pause = gather()
-        if len(data) < _READ and pause > 0:
-            time.sleep(pause)
-
-
-def main() -> int:
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the proxy decides when we stop: it closes the pipe
-    fd = sys.stdin.fileno()
-    worker: Worker | None = None
-    holder: list[Worker] = []
-    gather = [GATHER]
-
-    def tick() -> None:
-        if holder:
-            holder[0].writer.poll()
-
-    try:
-        for record in _frames(fd, tick, lambda: gather[0]):
-            if worker is None:
-                if record[0] != "config":
-                    continue
-                worker = Worker(record[1])
-                holder.append(worker)
-                keep_pandas_out()  # pyarrow would import it at the first flush (1.5 s, ~40 MiB) and never use it
-                gcpolicy.for_process()
-                gather[0] = float(record[1].get("gather", gather_for(float(record[1]["flush_interval"]))))
-                continue
-            try:
-                worker.handle(record)
-            except Exception:
-                log.exception("converse-tap: a capture record could not be handled; the recorder goes on")
-    finally:
-        if worker is not None:
-            with contextlib.suppress(Exception):
-                worker.close()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -349,3 +349,15 @@ def test_method_names_from_the_wire_are_not_cached() -> None:
     finally:
         tracemalloc.stop()
     assert kept < 200_000  # 2,000 names of 500+ characters held would be over 1 MB
+
+
+def test_shed_drops_the_message_being_read_and_the_stream_goes_on() -> None:
+    from converse_tap.a2a.grpc_frames import GrpcFrameParser
+
+    first, second = b"\0" + (10).to_bytes(4, "big") + b"0123456789", b"\0" + (3).to_bytes(4, "big") + b"abc"
+    p = GrpcFrameParser()
+    assert p.feed(first[:8]) == [] and p.held == 3
+    assert p.shed() and p.held == 0
+    assert [f.data for f in p.feed(first[8:] + second[:2])] == []
+    assert not p.shed()  # between messages: a part of the next prefix is kept
+    assert [f.data for f in p.feed(second[2:])] == [b"abc"]

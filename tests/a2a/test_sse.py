@@ -129,3 +129,15 @@ def test_count_only_counts_exactly_what_parsing_dispatches(lines: list[bytes], c
     counting.count_only = True
     counting.close()
     assert counting.dispatched == n == full.dispatched
+
+
+def test_shed_drops_the_event_being_gathered_and_the_stream_goes_on() -> None:
+    p = SseParser()
+    assert p.feed(b"data: first\ndata: abc") == [] and p.held > 0
+    p.shed()
+    assert p.held == 0
+    events = p.feed(b"def" * 1000 + b"\n\ndata: next\n\n")
+    assert [(e.oversize, e.data) for e in events] == [(True, ""), (False, "next")]
+    assert p.feed(b": a comment that is long") == [] and p.held > 0
+    p.shed()  # not a data line: skipped, nothing dispatched for it
+    assert p.feed(b" still\ndata: after\n\n")[0].data == "after"

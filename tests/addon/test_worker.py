@@ -366,3 +366,34 @@ def test_a_grpc_message_whose_extraction_fails_costs_only_itself(tmp_path: Path,
     ex = load(tmp_path, "exchanges").iloc[0]
     assert ex["sse_events"] == 3 and "grpc_message_failed:1:RuntimeError" in list(ex["anomalies"])
     assert load(tmp_path, "messages").sort_values("seq")["message_id"].tolist() == ["u-1", "a-0", "a-2"]
+
+
+def test_streams_stalled_mid_event_hold_at_most_the_workers_budget(tmp_path: Path, monkeypatch) -> None:
+    """Each open stream's parser may hold an unfinished event of up to max_body (16 MiB): a hundred streams
+    stalled mid-event held 1.6 GB in the worker. Past MAX_HELD together, the largest unfinished events are
+    dropped (their rows say so) and the streams go on: their later events are parsed."""
+    from converse_tap.addon import worker as worker_module
+
+    monkeypatch.setattr(worker_module, "MAX_HELD", 2 * 1024 * 1024)
+    w = _worker(tmp_path)  # max_body 1 MiB: each event may hold up to that
+    head = (200, [(b"content-type", b"text/event-stream")], 1.1)
+    req = _req(jsonrpc_request("SendStreamingMessage"))
+    n = 6
+    for i in range(n):
+        w.handle(("o", f"s{i}", req, head))
+    for i in range(n):  # each holds 700 KB of an event not yet ended
+        w.handle(("c", f"s{i}", 1.2, b'data: {"pad": "' + b"x" * (700_000 + i)))
+        assert w.held <= worker_module.MAX_HELD
+    final = sse_body(status_event("TASK_STATE_COMPLETED", agent_message()))
+    for i in range(n):
+        w.handle(("c", f"s{i}", 1.3, b'"}\n\n' + final))
+        w.handle(("e", f"s{i}", (1.4, None), None, False))
+    assert w.held == 0 and not w.streams
+    w.close()
+    ex = load(tmp_path, "exchanges").set_index("exchange_id")
+    shed = [i for i in range(n) if any("worker_buffer_full" in a for a in ex.loc[f"s{i}", "anomalies"])]
+    # s0-s2 pass the budget: the largest (s2, s1) go until the rest fit in half of it; s3-s4 again, then s5 fits
+    assert shed == [1, 2, 3, 4]
+    assert (ex["sse_events"] == 2).all()  # every stream's later event is still parsed
+    messages = load(tmp_path, "messages")
+    assert (messages.groupby("exchange_id").size() >= 1).all() and len(messages.exchange_id.unique()) == n

@@ -1,0 +1,104 @@
+"""The recording worker's process: `python -m converse_tap.addon.workerproc`, started by the addon's channel.
+
+Reads capture records from its stdin (the pipe the proxy writes without ever waiting), hands them to a `Worker`
+(worker.py) and stops when the proxy closes the pipe; Ctrl-C is the proxy's to handle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pickle
+import select
+import signal
+import struct
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .. import gcpolicy
+from ..nopandas import keep_pandas_out
+from .worker import Worker
+
+log = logging.getLogger("converse_tap.worker")
+_LEN = struct.Struct(">I")
+
+_READ = 1 << 20  # the pipe's size (channel.py sets it)
+GATHER = 0.2  # at most this long (seconds) records gather in the pipe after a read that emptied it
+
+
+def gather_for(flush_interval: float) -> float:
+    """How long records gather in the pipe after a read that emptied it: a fifth of the flush interval, at most
+    GATHER, so a busy worker wakes a few times a second, not once per exchange (docs/performance.md)."""
+    return max(0.0, min(GATHER, flush_interval / 5))
+
+
+def _frames(fd: int, tick, gather: Callable[[], float] = lambda: GATHER) -> Any:
+    """Records from the pipe, calling `tick()` at least every 0.2 s while it is quiet.
+
+    After a read that emptied the pipe, it waits `gather` seconds before the next one, so that under load one
+    wake-up takes the records of many exchanges rather than one (each wake-up costs a context switch and
+    cold caches); nothing waits on the worker, since the proxy has already sent the exchange on. (`gather()`:
+    the config's `gather`, for benchmarks.)"""
+    buf = bytearray()
+    while True:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if not ready:
+            tick()
+            continue
+        data = os.read(fd, _READ)
+        if not data:
+            return
+        buf += data
+        pos = 0
+        while len(buf) - pos >= 4:
+            (n,) = _LEN.unpack_from(buf, pos)
+            if len(buf) - pos - 4 < n:
+                break
+            yield pickle.loads(memoryview(buf)[pos + 4 : pos + 4 + n])
+            pos += 4 + n
+        del buf[:pos]
+        tick()
+        pause = gather()
+        if len(data) < _READ and pause > 0:
+            time.sleep(pause)
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the proxy decides when we stop: it closes the pipe
+    fd = sys.stdin.fileno()
+    worker: Worker | None = None
+    holder: list[Worker] = []
+    gather = [GATHER]
+
+    def tick() -> None:
+        if holder:
+            holder[0].writer.poll()
+
+    try:
+        for record in _frames(fd, tick, lambda: gather[0]):
+            if worker is None:
+                if record[0] != "config":
+                    continue
+                worker = Worker(record[1])
+                holder.append(worker)
+                keep_pandas_out()  # pyarrow would import it at the first flush (1.5 s, ~40 MiB) and never use it
+                gcpolicy.for_process()
+                gather[0] = float(record[1].get("gather", gather_for(float(record[1]["flush_interval"]))))
+                continue
+            try:
+                worker.handle(record)
+            except Exception:
+                log.exception("converse-tap: a capture record could not be handled; the recorder goes on")
+    finally:
+        if worker is not None:
+            with contextlib.suppress(Exception):
+                worker.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
