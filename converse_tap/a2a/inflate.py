@@ -35,6 +35,9 @@ class TooLarge(ValueError):
         self.limit = limit
 
 
+_WINDOW = {"br": 16 * 1024 * 1024, "zstd": 1 << ZSTD_WINDOW_LOG_MAX}
+
+
 class _Stage:
     """One encoding's decompressor: `pieces(data)` yields its output in pieces of at most PIECE bytes."""
 
@@ -136,6 +139,12 @@ class Inflater:
     @property
     def identity(self) -> bool:
         return not self._stages
+
+    @property
+    def held(self) -> int:
+        """An upper estimate of what the decoders' windows hold: each stage up to its window (br 16 MiB, zstd
+        8 MiB, gzip and deflate 32 KiB), and never more than has been decoded (a window fills as data comes)."""
+        return sum(min(self.total, _WINDOW.get(stage.encoding, 32 * 1024)) for stage in self._stages)
 
     def pieces(self, data: bytes) -> Iterator[bytes]:
         if self.failed is not None:

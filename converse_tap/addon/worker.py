@@ -198,7 +198,7 @@ class Worker:
     def _chunk(self, stream: _Stream, received: float, chunk: bytes) -> None:
         self._parse(stream, received, chunk)
         parser = stream.grpc if stream.grpc is not None else stream.parser
-        held = parser.held
+        held = parser.held + (stream.inflater.held if stream.inflater is not None else 0)
         self.held += held - stream.held
         stream.held = held
         if self.held > MAX_HELD:
@@ -206,18 +206,23 @@ class Worker:
 
     def _shed(self) -> None:
         """Over MAX_HELD: the largest unfinished events are dropped (each stream's row says so) until the
-        streams hold half of it; the streams go on, their later events parsed."""
+        streams hold half of it; the streams go on, their later events parsed. A stream whose decoder's window
+        is what holds the memory (compressed SSE) is not decoded from there on (its row says that too)."""
         for stream in sorted(self.streams.values(), key=lambda s: s.held, reverse=True):
             if self.held <= MAX_HELD // 2 or stream.held == 0:
                 break
-            if stream.grpc is not None:
-                stream.grpc.shed()
-                stream.extractor.note(f"grpc_message_not_parsed:worker_buffer_full:{stream.held}")
-            else:
-                stream.parser.shed()
-                stream.extractor.note(f"sse_event_not_parsed:worker_buffer_full:{stream.held}")
-            self.held -= stream.held
-            stream.held = 0
+            parser = stream.grpc if stream.grpc is not None else stream.parser
+            kept = stream.held
+            if parser.held:
+                kept -= parser.held
+                kind = "grpc_message" if stream.grpc is not None else "sse_event"
+                stream.extractor.note(f"{kind}_not_parsed:worker_buffer_full:{parser.held}")
+                parser.shed()
+            if kept and stream.inflater is not None and self.held - (stream.held - kept) > MAX_HELD // 2:
+                stream.extractor.note(f"sse_not_parsed:worker_buffer_full:{kept}")
+                stream.inflater, stream.failed, kept = None, "worker buffer full", 0
+            self.held -= stream.held - kept
+            stream.held = kept
 
     def _parse(self, stream: _Stream, received: float, chunk: bytes) -> None:
         stream.bytes += len(chunk)

@@ -397,3 +397,33 @@ def test_streams_stalled_mid_event_hold_at_most_the_workers_budget(tmp_path: Pat
     assert (ex["sse_events"] == 2).all()  # every stream's later event is still parsed
     messages = load(tmp_path, "messages")
     assert (messages.groupby("exchange_id").size() >= 1).all() and len(messages.exchange_id.unique()) == n
+
+
+def test_a_compressed_stream_whose_window_fills_the_budget_is_no_longer_decoded(tmp_path: Path, monkeypatch) -> None:
+    """A decoder's window fills as data is decoded (zstd up to 8 MiB, brotli 16 MiB): a few hundred bytes of
+    compressed zeros per stream fill one. Over MAX_HELD, the stream holding most is not decoded from there on."""
+    from converse_tap.a2a.inflate import zstd
+    from converse_tap.addon import worker as worker_module
+
+    monkeypatch.setattr(worker_module, "MAX_HELD", 2 * 1024 * 1024)
+    w = _worker(tmp_path)
+    c = zstd.ZstdCompressor()
+    first = c.compress(b": " + b"\0" * (3 * 1024 * 1024) + b"\n\n", mode=zstd.ZstdCompressor.FLUSH_BLOCK)
+    later = c.compress(sse_body(status_event("TASK_STATE_WORKING")), mode=zstd.ZstdCompressor.FLUSH_FRAME)
+    head = (200, [(b"content-type", b"text/event-stream"), (b"content-encoding", b"zstd")], 1.1)
+    plain = (200, [(b"content-type", b"text/event-stream")], 1.1)
+    req = _req(jsonrpc_request("SendStreamingMessage"))
+    w.handle(("o", "zipped", req, head))
+    w.handle(("o", "plain", req, plain))
+    w.handle(("c", "zipped", 1.2, first))  # a few KB that fill 3 MiB of its window
+    assert w.held <= worker_module.MAX_HELD
+    w.handle(("c", "zipped", 1.2, later))
+    w.handle(("c", "plain", 1.2, sse_body(status_event("TASK_STATE_COMPLETED", agent_message()))))
+    for fid in ("zipped", "plain"):
+        w.handle(("e", fid, (1.3, None), None, False))
+    assert w.held == 0
+    w.close()
+    ex = load(tmp_path, "exchanges").set_index("exchange_id")
+    assert any(a.startswith("sse_not_parsed:worker_buffer_full") for a in ex.loc["zipped", "anomalies"])
+    assert ex.loc["zipped", "sse_events"] == 0  # its event after the window filled is not decoded
+    assert ex.loc["plain", "sse_events"] == 1 and ex.loc["plain", "complete"]
