@@ -17,6 +17,9 @@ MESSAGE_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
 _NO_ENVELOPE = empty_envelope()  # the envelope columns of a message without one (never mutated)
 
 
+_RELEASED: dict[str, Any] = {}  # what a sighting's object becomes once its row is made
+
+
 @dataclass(slots=True)
 class Extraction:
     exchange: dict[str, Any]
@@ -142,6 +145,7 @@ class Ctx:
     def _sightings(self, walk: Walk, start: int, event_index: int | None, ts: float | None) -> None:
         for s in walk.sightings[start:]:
             self.add(s, "response", event_index, ts)
+            s.obj = _RELEASED  # its row is made: a long stream's parsed events are not kept until its end
 
     def add(self, s: Sighting, direction: str, event_index: int | None, ts: float | None) -> None:
         anomalies: list[str] = []

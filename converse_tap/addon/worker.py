@@ -57,7 +57,24 @@ class _Stream:
     failed: str | None = None
     grpc: GrpcFrameParser | None = None  # a gRPC response: length-prefixed messages instead of SSE events
     reverse: bool = False  # a GET captured by a reverse-mode proxy: a card it returns is checked
-    held: int = 0  # bytes of an unfinished event or message its parser holds, as last counted
+    held: int = 0  # bytes it holds as last counted: its parser's unfinished event, its rows' texts, its decoder
+    counted: int = 0  # its message rows whose texts are counted in `row_bytes`
+    row_bytes: int = 0  # of the texts (and stored envelopes) of its message rows, kept until the stream ends
+
+
+def _row_bytes(row: dict[str, Any]) -> int:
+    return len(row.get("text") or "") + len(row.get("envelope_json") or "")
+
+
+_KEPT_TEXT = 1024  # texts up to this long are kept when an open stream's rows give up theirs
+
+
+def _drop_texts(row: dict[str, Any]) -> None:
+    """A message row without its long text and stored envelope (`text_length` still says how long it was)."""
+    dropped = [c for c in ("text", "envelope_json") if len(row.get(c) or "") > _KEPT_TEXT]
+    for column in dropped:
+        row[column] = None
+        row["anomalies"].append(f"{column}_not_kept:worker_buffer_full")
 
 
 MAX_OTHER_STREAMS = 10_000  # ids of open streams that are not A2A, kept until their end
@@ -197,32 +214,42 @@ class Worker:
 
     def _chunk(self, stream: _Stream, received: float, chunk: bytes) -> None:
         self._parse(stream, received, chunk)
-        parser = stream.grpc if stream.grpc is not None else stream.parser
-        held = parser.held + (stream.inflater.held if stream.inflater is not None else 0)
-        self.held += held - stream.held
-        stream.held = held
+        rows = stream.extractor.out.messages
+        stream.row_bytes += sum(map(_row_bytes, rows[stream.counted :]))
+        stream.counted = len(rows)
+        self._count(stream)
         if self.held > MAX_HELD:
             self._shed()
 
+    def _count(self, stream: _Stream) -> None:
+        parser = stream.grpc if stream.grpc is not None else stream.parser
+        held = parser.held + stream.row_bytes + (stream.inflater.held if stream.inflater is not None else 0)
+        self.held += held - stream.held
+        stream.held = held
+
     def _shed(self) -> None:
-        """Over MAX_HELD: the largest unfinished events are dropped (each stream's row says so) until the
-        streams hold half of it; the streams go on, their later events parsed. A stream whose decoder's window
-        is what holds the memory (compressed SSE) is not decoded from there on (its row says that too)."""
+        """Over MAX_HELD, the streams holding most give up, until they hold half of it together: first the
+        event they are gathering (dropped), then the texts of the rows they have made so far (each such row
+        keeps its other columns and says so), then, if its decoder's window is what holds the memory
+        (compressed SSE), the decoding of the rest. The streams go on; every row says what it lost."""
         for stream in sorted(self.streams.values(), key=lambda s: s.held, reverse=True):
             if self.held <= MAX_HELD // 2 or stream.held == 0:
                 break
             parser = stream.grpc if stream.grpc is not None else stream.parser
-            kept = stream.held
             if parser.held:
-                kept -= parser.held
                 kind = "grpc_message" if stream.grpc is not None else "sse_event"
                 stream.extractor.note(f"{kind}_not_parsed:worker_buffer_full:{parser.held}")
                 parser.shed()
-            if kept and stream.inflater is not None and self.held - (stream.held - kept) > MAX_HELD // 2:
-                stream.extractor.note(f"sse_not_parsed:worker_buffer_full:{kept}")
-                stream.inflater, stream.failed, kept = None, "worker buffer full", 0
-            self.held -= stream.held - kept
-            stream.held = kept
+                self._count(stream)
+            if stream.row_bytes and self.held > MAX_HELD // 2:
+                for m in stream.extractor.out.messages:
+                    _drop_texts(m)
+                stream.row_bytes = sum(map(_row_bytes, stream.extractor.out.messages))
+                self._count(stream)
+            if stream.inflater is not None and stream.inflater.held and self.held > MAX_HELD // 2:
+                stream.extractor.note(f"sse_not_parsed:worker_buffer_full:{stream.inflater.held}")
+                stream.inflater, stream.failed = None, "worker buffer full"
+                self._count(stream)
 
     def _parse(self, stream: _Stream, received: float, chunk: bytes) -> None:
         stream.bytes += len(chunk)

@@ -427,3 +427,37 @@ def test_a_compressed_stream_whose_window_fills_the_budget_is_no_longer_decoded(
     assert any(a.startswith("sse_not_parsed:worker_buffer_full") for a in ex.loc["zipped", "anomalies"])
     assert ex.loc["zipped", "sse_events"] == 0  # its event after the window filled is not decoded
     assert ex.loc["plain", "sse_events"] == 1 and ex.loc["plain", "complete"]
+
+
+def test_a_long_stream_of_long_texts_keeps_its_rows_within_the_budget(tmp_path: Path, monkeypatch) -> None:
+    """A stream's message rows wait for its end: 10,000 events of a 16 MiB text each would have been 160 GB.
+    Past MAX_HELD the rows made so far give up their long texts (saying so, `text_length` kept); every row and
+    every later text is still there."""
+    import tracemalloc
+
+    from converse_tap.addon import worker as worker_module
+
+    monkeypatch.setattr(worker_module, "MAX_HELD", 4 * 1024 * 1024)
+    w = _worker(tmp_path)
+    w.max_events = 1000
+    head = (200, [(b"content-type", b"text/event-stream")], 1.1)
+    w.handle(("o", "s", _req(jsonrpc_request("SendStreamingMessage")), head))
+    tracemalloc.start()
+    try:
+        for i in range(100):
+            msg = agent_message(f"m{i}", text=f"{i:03d}" + "y" * 200_000)
+            w.handle(("c", "s", 1.2, sse_body(status_event("TASK_STATE_WORKING", msg))))
+            assert w.held <= worker_module.MAX_HELD
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert held < 3 * worker_module.MAX_HELD, held  # 100 texts of 200 KB kept whole are 20 MB
+    w.handle(("e", "s", (1.3, None), None, False))
+    w.close()
+    m = load(tmp_path, "messages")
+    replies = m[m["role"] == "agent"].sort_values("seq")
+    assert len(replies) == 100 and (replies["text_length"] == 200_003).all()
+    lost = replies["text"].isna()
+    assert lost.any() and not lost.iloc[-1]  # earlier texts gave way, the last one is kept
+    assert all("text_not_kept:worker_buffer_full" in list(a) for a in replies.loc[lost, "anomalies"])
+    assert (replies.loc[~lost, "text"].str.len() == 200_003).all()
