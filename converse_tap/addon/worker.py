@@ -59,6 +59,7 @@ class _Stream:
     reverse: bool = False  # a GET captured by a reverse-mode proxy: a card it returns is checked
     held: int = 0  # bytes it holds as last counted: its parser's unfinished event, its rows' texts, its decoder
     counted: int = 0  # its message rows whose texts are counted in `row_bytes`
+    kept_upto: int = 0  # its message rows that have given up their long texts already (_shed)
     row_bytes: int = 0  # of the texts (and stored envelopes) of its message rows, kept until the stream ends
 
 
@@ -69,17 +70,23 @@ def _row_bytes(row: dict[str, Any]) -> int:
 _KEPT_TEXT = 1024  # texts up to this long are kept when an open stream's rows give up theirs
 
 
-def _drop_texts(row: dict[str, Any]) -> None:
-    """A message row without its long text and stored envelope (`text_length` still says how long it was)."""
-    dropped = [c for c in ("text", "envelope_json") if len(row.get(c) or "") > _KEPT_TEXT]
-    for column in dropped:
-        row[column] = None
-        row["anomalies"].append(f"{column}_not_kept:worker_buffer_full")
+def _drop_texts(row: dict[str, Any]) -> int:
+    """A message row without its long text and stored envelope (`text_length` still says how long it was);
+    the number of characters given up."""
+    dropped = 0
+    for column in ("text", "envelope_json"):
+        n = len(row.get(column) or "")
+        if n > _KEPT_TEXT:
+            row[column] = None
+            row["anomalies"].append(f"{column}_not_kept:worker_buffer_full")
+            dropped += n
+    return dropped
 
 
 MAX_OTHER_STREAMS = 10_000  # ids of open streams that are not A2A, kept until their end
-# bytes of unfinished events (SSE) and messages (gRPC) the open streams' parsers may hold together: each may hold
-# up to max_body (16 MiB), so a hundred streams stalled mid-event would otherwise hold 1.6 GB
+# bytes the open streams may hold together until they end: unfinished events (SSE) and messages (gRPC), up to
+# max_body (16 MiB) each, the texts of the rows they have made, their decoders' windows. A hundred streams
+# stalled mid-event held 1.6 GB; 10,000 events of 16 MiB texts, 160 GB
 MAX_HELD = 64 * 1024 * 1024
 
 
@@ -114,7 +121,7 @@ class Worker:
         self.anomalies = 0
         self.failures = 0
         self.lost_streams = 0
-        self.held = 0  # what the open streams' parsers hold together (MAX_HELD)
+        self.held = 0  # what the open streams hold together (MAX_HELD)
         self.bypass = BypassCheck()  # cards of reverse-mode GETs that send clients around the recorder
 
     # -- records -----------------------------------------------------------------------------------------
@@ -241,10 +248,10 @@ class Worker:
                 stream.extractor.note(f"{kind}_not_parsed:worker_buffer_full:{parser.held}")
                 parser.shed()
                 self._count(stream)
-            if stream.row_bytes and self.held > MAX_HELD // 2:
-                for m in stream.extractor.out.messages:
-                    _drop_texts(m)
-                stream.row_bytes = sum(map(_row_bytes, stream.extractor.out.messages))
+            rows = stream.extractor.out.messages
+            if stream.kept_upto < len(rows) and self.held > MAX_HELD // 2:  # each row gives up its texts once
+                stream.row_bytes -= sum(map(_drop_texts, rows[stream.kept_upto :]))
+                stream.kept_upto = len(rows)
                 self._count(stream)
             if stream.inflater is not None and stream.inflater.held and self.held > MAX_HELD // 2:
                 stream.extractor.note(f"sse_not_parsed:worker_buffer_full:{stream.inflater.held}")
