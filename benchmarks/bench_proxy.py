@@ -1,7 +1,7 @@
 """Proxy overhead at saturation: bare mitmdump vs mitmdump with the converse-tap addon, interleaved.
 
     python -m benchmarks.bench_proxy [--rounds 7] [--seconds 6] [--connections 16] [--threads 2] [--streams 10]
-                                     [--client auto|wrk|own] [--candidate SCRIPT]
+                                     [--client auto|wrk|own] [--candidate SCRIPT] [--pin]
 
 Unary: JSON-RPC SendMessage calls (with the converse extension header; a ~2 KB envelope reply) from wrk with 16
 keep-alive connections for 6 s per run, so that the proxy, not the client, is what runs out of CPU (install wrk
@@ -13,6 +13,9 @@ process tree (the addon's recording worker included), counted until deferred wor
 medians of the per-round ratios. Direct throughput beside proxied throughput shows the proxy is the bottleneck.
 `--candidate SCRIPT` adds a path: the addon plus SCRIPT loaded after it (e.g. one that patches a method), to
 measure a change side by side with the addon as it is.
+`--pin` (2+ cores): every proxy's mitmdump process runs on core 0 and everything else (wrk, the upstream, this
+process, the addon's recording worker) on core 1, so that a proxy's CPU per request is not also a measure of where
+the scheduler put it beside the load generator; the worker still counts in the addon's CPU per request.
 
 Streams: SSE replies of 20 events 50 ms apart, unloaded: time to the first event and the mean per-event delay.
 """
@@ -97,6 +100,7 @@ def main() -> None:
     p.add_argument("--client", choices=["auto", "wrk", "own"], default="auto")
     p.add_argument("--candidate", type=Path, help="a path 'candidate': the addon plus this mitmdump script")
     p.add_argument("--summary", default="off", help="the addon's converse_tap_summary (off: like flow_detail=0)")
+    p.add_argument("--pin", action="store_true", help="mitmdump on core 0, everything else on core 1")
     a = p.parse_args()
     client = a.client
     if client in ("auto", "wrk") and load.wrk_path() is None:
@@ -117,6 +121,10 @@ def main() -> None:
     metrics = ("rps", "p50", "p99", "cpu", "main", "cores", "up_cores", "others", "errors", "first", "gap")
     res: dict[str, dict[str, list[float]]] = {k: {m: [] for m in metrics} for k in paths}
     load_before = os.getloadavg()
+    if a.pin:
+        if (os.cpu_count() or 1) < 2:
+            sys.exit("bench_proxy: --pin needs two cores")
+        os.sched_setaffinity(0, {1})  # inherited by the upstream, wrk and (until pinned below) the proxies
     with contextlib.ExitStack() as stack:
         stack.callback(tmp_dir.cleanup)
         up = Proc([sys.executable, "-m", "benchmarks.upstream"])
@@ -135,6 +143,9 @@ def main() -> None:
                 mitmdump(tmp / "data-candidate", *tap, "-s", str(a.candidate.resolve()))
             )
         all_pids = [pr.popen.pid for pr in procs.values()]
+        if a.pin:  # each proxy's threads on core 0; their children (the addon's worker) stay on core 1
+            for name in procs.keys() - {"direct"}:
+                load.pin(procs[name].popen.pid, {0})
 
         def run(name: str, seconds: float) -> load.Load:
             connect = (urls[name] or base).split("//", 1)[1]
@@ -146,6 +157,12 @@ def main() -> None:
 
         for name in paths:  # warm-up: connections, imports, the worker's first flush
             run(name, 3.0)
+        if a.pin:  # threads started since, and the recording worker
+            for name in procs.keys() - {"direct"}:
+                pid = procs[name].popen.pid
+                load.pin(pid, {0})
+                for child in load.descendants(pid):
+                    load.pin(child, {1})
         for i in range(a.rounds):  # interleaved, rotating, so drift and position hit every path alike
             for name in paths[i % len(paths) :] + paths[: i % len(paths)]:
                 load.settle(all_pids)
@@ -177,10 +194,11 @@ def main() -> None:
                 res[name]["gap"].append(statistics.mean(t - 0.05 * i for i, t in enumerate(arrivals)) * 1e3)
     done = _DONE.search(addon.output)
 
+    pinned = "; mitmdump on core 0, the rest on core 1" if a.pin else ""
     how = f"{load.wrk_version()}, {a.threads} threads" if client == "wrk" else "own asyncio client (no wrk)"
     print(
         f"\nunary: POST SendMessage, {len(BODY)}-byte request, ~2 KB envelope reply; {how}, {a.connections} "
-        f"connections, {a.seconds:g} s runs, {a.rounds} interleaved rounds; load average {load_before[0]:.1f} "
+        f"connections, {a.seconds:g} s runs, {a.rounds} interleaved rounds{pinned}; load average {load_before[0]:.1f} "
         f"before, {os.getloadavg()[0]:.1f} after"
     )
     print(

@@ -10,6 +10,7 @@ children left in cutime/cstime), so a helper process an addon starts is counted 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import resource
@@ -70,6 +71,26 @@ def tree_cpu(*roots: int) -> list[float]:
                 todo.extend(children.get(pid, ()))
         totals.append(ticks / TICK)
     return totals
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below `root`."""
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in _stats().items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = [], list(children.get(root, ()))
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, ()))
+    return out
+
+
+def pin(pid: int, cores: set[int]) -> None:
+    """Every thread of process `pid` onto `cores` (sched_setaffinity on a pid moves only that one thread)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(int(tid), cores)
 
 
 def proc_cpu(pid: int) -> float:
