@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,13 +77,18 @@ def _has_a2a_headers(headers: Headers) -> bool:
     return any(headers.get(h) for h in ("a2a-version", "a2a-extensions", "x-a2a-extensions"))
 
 
-def _loads(body: bytes | None) -> Any:
+def _parse(body: bytes | None) -> tuple[Any, str | None]:
+    """The parsed body, or None and why no parser takes it."""
     if not body:
-        return None
+        return None, None
     try:
-        return fastjson.loads(body)
-    except (ValueError, RecursionError):
-        return None
+        return fastjson.loads(body), None
+    except RecursionError:
+        return None, "json_too_deep"
+    except fastjson.TooManyValues:
+        return None, "too_many_values"
+    except ValueError as e:
+        return None, f"invalid_json:{type(e).__name__}"
 
 
 PREFIX = 64 * 1024  # of a request body too large to parse, kept to recognise its JSON-RPC method
@@ -111,22 +115,24 @@ def classify(
     if m and verb == "GET":
         return A2ARequest("card", CARD_METHOD, CARD_METHOD, _version_dialect(headers) or "v1.0", origin + m["base"])
 
-    unparsed = "body_too_large"
+    unparsed: str | None = "body_too_large"
     if body and fastjson.too_many_values(body):  # recognised from its start, like a body too large to keep
         prefix, unparsed = body[:PREFIX], "too_many_values"
         body = None
 
     if verb == "POST" and body and b"jsonrpc" in body[:4096] and b"method" in body:
-        req = _classify_jsonrpc(origin + path, headers, body)
-        if req is not None:
-            return req
+        doc, unparsed = _parse(body)
+        if unparsed is None:
+            return _classify_jsonrpc(origin + path, headers, doc)
+        # no parser takes it (nested too deep, a raw control byte, bad syntax): a call all the same, which the
+        # agent answers; recognised from its start like a body too large to keep, and said so
+        prefix, body = body[:PREFIX], None
 
     if verb == "POST" and body is None and prefix and b"jsonrpc" in prefix[:4096]:
         found = _METHOD_IN_PREFIX.search(prefix)
         if found is not None:
             name = found.group(1).decode("utf-8", "replace")
-            doc = b'{"jsonrpc": "2.0", "method": ' + json.dumps(name).encode() + b"}"
-            req = _classify_jsonrpc(origin + path, headers, doc)
+            req = _classify_jsonrpc(origin + path, headers, {"jsonrpc": "2.0", "method": name})
             if req is not None:
                 req.anomalies.append(f"request_not_parsed:{unparsed}")
                 return req
@@ -136,7 +142,9 @@ def classify(
         if m is None or verb not in verbs:
             continue
         base = m["base"]
-        params = _loads(body) if body else None
+        params, why = _parse(body)
+        if why is not None:
+            unparsed = why
         if operation == "PushNotificationConfig":
             operation = _PUSH_OPS.get((verb, m["cfg"] is not None), operation)
         dialect = _version_dialect(headers)
@@ -155,7 +163,7 @@ def classify(
             params=params,
             task_id=task,
             certain=sure,
-            anomalies=["request_not_parsed:too_many_values"] if unparsed == "too_many_values" else [],
+            anomalies=[] if unparsed in (None, "body_too_large") else [f"request_not_parsed:{unparsed}"],
         )
     return None
 
@@ -187,8 +195,7 @@ def _looks_v03(params: Any) -> bool:
     )
 
 
-def _classify_jsonrpc(url: str, headers: Headers, body: bytes) -> A2ARequest | None:
-    doc = _loads(body)
+def _classify_jsonrpc(url: str, headers: Headers, doc: Any) -> A2ARequest | None:
     anomalies: list[str] = []
     if isinstance(doc, list):  # a JSON-RPC batch: A2A defines none; classify by its first call
         anomalies.append("jsonrpc_batch")

@@ -212,8 +212,8 @@ class Extractor:
                 ctx.add(Sighting("request.message", "message", "request", msg), "request", None, ex.ts_start)
                 row["context_id"] = id_or_none(get(msg, "contextId"))
                 row["task_id"] = row["task_id"] or id_or_none(get(msg, "taskId"))
-            else:
-                anomalies.append("request_without_message")
+            elif not any(a.startswith("request_not_parsed:") for a in anomalies):
+                anomalies.append("request_without_message")  # (a request not parsed says so already)
         extractor = cls(ex, req, out, ctx)
         if ex.status is not None and (ex.sse_events is not None or content_type.startswith("text/event-stream")):
             row["streamed"] = True
@@ -285,6 +285,8 @@ class Extractor:
                 for ev in events:
                     self.event(ev)
             row["sse_events"] = max(self.n_events, row["sse_events"] or 0)
+            if row["sse_events"] == 0 and ex.status < 400 and ex.error is None and not _said(row, _UNSEEN):
+                row["anomalies"].append("sse_no_events")  # a stream that said nothing: not a silent success
             if not row["complete"] and self.settled and ex.status < 400:
                 row["complete"] = True  # the client left after the final event: nothing was missed
         elif ex.response_body is not None and ex.response_body.strip():
@@ -301,6 +303,14 @@ class Extractor:
         if ex.status >= 400 and row["error_code"] is None:
             row["error_code"] = ex.status
         return _finish(self.out, walk, req, self.confirmed)
+
+
+# anomalies that already explain why a stream's events were not seen
+_UNSEEN = ("sse_", "response_", "capture_incomplete", "no_response")
+
+
+def _said(row: dict[str, Any], prefixes: tuple[str, ...]) -> bool:
+    return any(a.startswith(prefixes) for a in row["anomalies"])
 
 
 def _sample(anomalies: list[str], per_kind: int = 5) -> list[str]:

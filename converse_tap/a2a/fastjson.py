@@ -10,6 +10,10 @@ A document that would make more than MAX_VALUES values is refused before either 
 (`TooManyValues`, a ValueError): a dense array or object takes 14-25 times its size in Python objects (three
 bytes of `{},` are a 64-byte dict and a pointer), so a 16 MiB body of `{}` was some 400 MB in the recording worker
 while it was parsed.
+
+One difference from `json.loads`, on purpose: an integer of more digits than Python converts (4,300) refuses the
+whole document there; here that one value is kept as the string of its digits, so a huge number in a reply costs
+only itself (the field it sits in is then of the wrong type, which the callers note).
 """
 
 from __future__ import annotations
@@ -61,4 +65,16 @@ def loads(data: bytes | str) -> Any:
         else:
             if not _long_digits(data):
                 return value
-    return json.loads(data)
+    try:
+        return json.loads(data)
+    except ValueError as e:
+        if "integer string conversion" not in str(e):
+            raise
+    return json.loads(data, parse_int=_int_or_digits)
+
+
+def _int_or_digits(digits: str) -> int | str:
+    return int(digits) if len(digits) <= _INT_DIGITS else digits
+
+
+_INT_DIGITS = 4000  # below sys.get_int_max_str_digits()'s default of 4,300

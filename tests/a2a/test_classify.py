@@ -160,3 +160,34 @@ def test_a_request_of_too_many_values_is_recognised_from_its_start() -> None:
     req = classify("POST", "http://h/v1/message:send", V1, rest)
     assert req is not None
     assert (req.binding, req.params, req.anomalies) == ("rest", None, ["request_not_parsed:too_many_values"])
+
+
+@pytest.mark.parametrize(
+    ("params", "why"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "json_too_deep"),
+        (b'{"message": {"parts": [{"text": "a\x01b"}]}}', "invalid_json:JSONDecodeError"),  # a raw control byte
+        (b'{"message": {"parts": [}', "invalid_json:JSONDecodeError"),
+        (b'{"message": "\xff\xfe"}', "invalid_json:UnicodeDecodeError"),
+    ],
+)
+def test_a_call_no_parser_takes_is_recognised_from_its_start_and_said_so(params: bytes, why: str) -> None:
+    """A JSON-RPC call nested too deep or with a raw control byte was not A2A at all: the agent answered it, and
+    the exchange vanished from the dataset."""
+    body = b'{"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": ' + params + b"}"
+    req = classify("POST", "http://h/a2a", V1, body)
+    assert req is not None
+    assert (req.binding, req.method, req.params, req.anomalies) == (
+        "jsonrpc",
+        "SendMessage",
+        None,
+        [f"request_not_parsed:{why}"],
+    )
+    rest = classify("POST", "http://h/v1/message:send", V1, params)
+    assert rest is not None
+    assert (rest.binding, rest.method, rest.anomalies) == ("rest", "SendMessage", [f"request_not_parsed:{why}"])
+
+
+def test_a_body_that_is_not_a_call_stays_other_traffic() -> None:
+    assert classify("POST", "http://h/x", NONE, b'{"jsonrpc": "2.0", "method": ' + b"[" * 50_000) is None
+    assert classify("POST", "http://h/x", NONE, b'{"jsonrpc": "2.0", "method": "sum", "params": [1,}') is None

@@ -2,6 +2,7 @@ import gzip
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -585,3 +586,27 @@ def test_a_body_of_too_many_values_is_an_anomaly_and_the_exchange_is_recorded() 
     assert out.exchange["anomalies"] == [f"json_too_many_values:{MAX_VALUES}"]
     assert out.exchange["method"] == "SendMessage"
     assert [m["role"] for m in out.messages] == ["user"]  # the request's message is still a row
+
+
+def test_a_call_nested_too_deep_is_recorded_with_its_reply() -> None:
+    deep = b'{"jsonrpc": "2.0", "id": "r-1", "method": "SendMessage", "params": '
+    deep += b"[" * 100_000 + b"]" * 100_000 + b"}"
+    reply = jsonrpc_result(agent_message("a2", "ok", envelope()))
+    out = run(a2a_flow(body=deep, response=reply))
+    assert out.exchange["anomalies"] == ["request_not_parsed:json_too_deep"]  # not also request_without_message
+    assert out.exchange["method"] == "SendMessage"
+    assert [m["role"] for m in out.messages] == ["agent"]
+
+
+@pytest.mark.parametrize("body", [b"garbage, no framing", b"<html>oops</html>\n\n", b": keep-alive\n\n", b""])
+def test_a_stream_of_no_events_is_not_a_silent_success(body: bytes) -> None:
+    flow = a2a_flow(body=jsonrpc_request("SendStreamingMessage"), response=body, content_type="text/event-stream")
+    row = run(flow).exchange
+    assert (row["sse_events"], row["anomalies"]) == (0, ["sse_no_events"])
+
+
+def test_a_stream_whose_events_are_explained_gets_no_second_anomaly() -> None:
+    flow = a2a_flow(
+        body=jsonrpc_request("SendStreamingMessage"), response=b"", content_type="text/event-stream", status=503
+    )
+    assert "sse_no_events" not in run(flow).exchange["anomalies"]  # an error status says it

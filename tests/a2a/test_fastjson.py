@@ -110,3 +110,13 @@ def test_a_document_of_too_many_values_is_refused_before_it_is_parsed() -> None:
     with pytest.raises(fastjson.TooManyValues):
         fastjson.loads(b"[" + b"1," * fastjson.MAX_VALUES + b"1]")
     _check(json.dumps({"text": "x" * 3_000_000, "parts": [{"a": [1]}] * 10}))
+
+
+def test_an_integer_too_long_for_python_costs_only_itself() -> None:
+    """json.loads refuses a whole reply for one 5,000-digit number (a DoS guard of Python's int parser): the
+    envelope and messages beside it were lost with an invalid_json anomaly."""
+    huge = "9" * 5000
+    doc = fastjson.loads(f'{{"id": {huge}, "n": 12, "x": [-{huge}]}}'.encode())
+    assert doc == {"id": huge, "n": 12, "x": ["-" + huge]}
+    with pytest.raises(ValueError, match="Expecting"):
+        fastjson.loads(f'{{"id": {huge},'.encode())  # a document that is also malformed is still refused
