@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from .constants import CONVERSE_URI
-from .redact import NO_OPERATOR_PATTERNS, Redaction, redact_card_json
+from .redact import NO_OPERATOR_PATTERNS, Redaction, redact_card_json, stored_json
 
 # entries of each list a card row records (interfaces, skills, tools): `{}` is three bytes of a card, and each
 # entry is a dict of the row; past this the rest of a list is counted (card_items_not_recorded:<list>:<length>)
@@ -31,15 +31,22 @@ def card_fields(card: Any, anomalies: list[str], redaction: Redaction = NO_OPERA
     """Flatten a card into the agent_cards columns (without exchange-level fields).
 
     Every URL it stores (interfaces, MCP endpoint and server card, and any URL inside `card_json`: icons,
-    documentation, provider...) is redacted first.
+    documentation, provider...) is redacted first; a card in which redaction finds a credential anywhere is
+    flattened from its redacted copy, so no column (name, skills, tool names, anomalies) keeps one.
     """
+    card_json = None
+    if isinstance(card, dict):
+        text = stored_json(card)
+        card_json = redact_card_json(card, redaction, text)
+        if card_json is not text:
+            card = redaction.json_urls(card)
     out = _fields(card, anomalies)
     for itf in out["interfaces"]:
         itf["url"] = redaction.maybe_url(itf["url"])
     out["mcp_url"] = redaction.maybe_url(out["mcp_url"])
     out["mcp_server_card_url"] = redaction.maybe_url(out["mcp_server_card_url"])
     if out["card_json"] is not None:
-        out["card_json"] = redact_card_json(card, redaction)
+        out["card_json"] = card_json
     if out["description"] is not None:
         out["description"] = redaction.log_text(out["description"])
     for t in out["tools"]:

@@ -266,7 +266,7 @@ class Extractor:
         if ex.status is None:
             if ex.error is None:
                 row["anomalies"].append("no_response")
-            return _finish(self.out, walk, req, confirmed=req.certain)
+            return _finish(self.out, walk, req, req.certain, self.ctx.redaction)
         content_type = row["content_type"] or ""
         if req.binding == "grpc":
             extract_grpc_response(ex, req, row, self._grpc_payload, DEFAULT_MAX, self.n_events)
@@ -278,7 +278,7 @@ class Extractor:
                 # the client left once the final message was in (the a2a-sdk client cancels after a Message),
                 # before the agent's trailers reached the proxy: nothing of the exchange is missing
                 row["complete"] = kinds[-1] == "message" or walk.task_state in _SETTLED_STATES
-            return _finish(self.out, walk, req, True)
+            return _finish(self.out, walk, req, True, self.ctx.redaction)
         if row["streamed"]:
             if ex.sse_events is None and ex.response_body is not None and self.n_events == 0:
                 events, ex.sse_comments = parse_sse(ex.response_body)
@@ -302,7 +302,7 @@ class Extractor:
             row["anomalies"].append("empty_body")
         if ex.status >= 400 and row["error_code"] is None:
             row["error_code"] = ex.status
-        return _finish(self.out, walk, req, self.confirmed)
+        return _finish(self.out, walk, req, self.confirmed, self.ctx.redaction)
 
 
 # anomalies that already explain why a stream's events were not seen
@@ -379,10 +379,37 @@ def _final(doc: Any) -> bool:
     return any(isinstance(v, dict) and v.get("final") is True for v in result.values())
 
 
-def _finish(out: Extraction, walk: Walk, req: A2ARequest, confirmed: bool) -> Extraction | None:
+# columns of text from the wire other than message text and identifiers: servers quote URLs, tokens and keys
+# in errors, and an attacker can put one in any name or enum (anomalies quote the odd values)
+_EXCHANGE_TEXT = (
+    "method",
+    "method_raw",
+    "a2a_version",
+    "content_type",
+    "task_state",
+    "error_status",
+    "error_message",
+    "error_reason",
+    "anomalies",
+)
+_MESSAGE_TEXT = ("method", "role", "task_state", "event_kind", "artifact_name", "part_kinds", "anomalies")
+
+
+def _redact_text(row: dict[str, Any], columns: tuple[str, ...], redaction: Redaction) -> None:
+    for key in columns:
+        value = row[key]
+        if isinstance(value, str):
+            row[key] = redaction.log_text(value)
+        elif value:  # a list of strings
+            row[key] = [redaction.log_text(v) for v in value]
+
+
+def _finish(out: Extraction, walk: Walk, req: A2ARequest, confirmed: bool, redaction: Redaction) -> Extraction | None:
     if not confirmed:
         return None
     row = out.exchange
+    for key in ("extensions_requested", "extensions_echoed"):  # (gRPC's echoed ones come from its trailers)
+        row[key] = [redaction.url(u) for u in row[key]]
     row["anomalies"].extend(walk.anomalies)
     if walk.skipped:
         row["anomalies"].append(f"messages_not_recorded_past:{MAX_SIGHTINGS}:{walk.skipped}")
@@ -403,6 +430,8 @@ def _finish(out: Extraction, walk: Walk, req: A2ARequest, confirmed: bool) -> Ex
     if row["converse_echoed"] and not row["converse_requested"]:
         row["anomalies"].append("converse_echoed_not_requested")
     for m in out.messages:  # sightings inherit what the exchange learnt about their task
+        _redact_text(m, _MESSAGE_TEXT, redaction)
         m["context_id"] = m["context_id"] or row["context_id"]
         m["task_id"] = m["task_id"] or (row["task_id"] if m["direction"] == "response" else m["task_id"])
+    _redact_text(row, _EXCHANGE_TEXT, redaction)
     return out

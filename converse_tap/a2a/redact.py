@@ -25,11 +25,14 @@ _B64 = r"[A-Za-z0-9_-]"
 # a JWS/JWE (header is base64url JSON, so it starts "eyJ") and the prefixes of well-known API keys; and (in
 # `_shape`) three base64url runs of 12+ characters joined by dots, the first with a capital letter (host names
 # are written in lower case)
+# A key prefix starts after anything but a letter or digit: `\b` missed one glued to an underscore
+# (`ROLE_sk-…`, `token_ghp_…`)
+_START = "(?<![A-Za-z0-9])"
 _SHAPES = re.compile(
     rf"(?<![A-Za-z0-9_-])eyJ{_B64}*(?:\.{_B64}*){{2,4}}"
-    r"|\b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{12,}|\bsk-[A-Za-z0-9_-]{16,}"
-    r"|\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}|\bglpat-[A-Za-z0-9_-]{16,}"
-    r"|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bAKIA[0-9A-Z]{16}\b|\bAIza[0-9A-Za-z_-]{35}"
+    rf"|{_START}(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{{12,}}|{_START}sk-[A-Za-z0-9_-]{{16,}}"
+    rf"|{_START}gh[pousr]_[A-Za-z0-9]{{20,}}|{_START}github_pat_[A-Za-z0-9_]{{20,}}|{_START}glpat-[A-Za-z0-9_-]{{16,}}"
+    rf"|{_START}xox[abprs]-[A-Za-z0-9-]{{10,}}|{_START}AKIA[0-9A-Z]{{16}}\b|{_START}AIza[0-9A-Za-z_-]{{35}}"
 )
 _SHAPE_HINTS = ("eyJ", "sk", "pk_", "rk_", "gh", "github_pat_", "glpat-", "xox", "AKIA", "AIza")
 _HINT = re.compile("|".join(map(re.escape, _SHAPE_HINTS)))  # any hint as a substring, in one scan
@@ -166,25 +169,36 @@ class Redaction:
 
     def changes(self, value: Any) -> bool:
         """Whether `json_urls` would change any string of a JSON value (keys too). A loop, not a recursion:
-        it runs over every envelope with a URL in it."""
+        it runs over every envelope, so it is kept tight (strings seen clean before are skipped first)."""
         strings: list[str] = []
         stack = [value]
+        pop, extend, keep = stack.pop, stack.extend, strings.append
+        clean = _UNCHANGED if not self.patterns else set()
         while stack:
-            v = stack.pop()
-            if isinstance(v, str):
-                strings.append(v)
+            v = pop()
+            t = type(v)
+            if t is str:
+                if v not in clean:
+                    keep(v)
+            elif t is dict:
+                for k in v:
+                    if k not in clean and isinstance(k, str):
+                        keep(k)
+                extend(v.values())
+            elif t is list:
+                extend(v)
+            elif isinstance(v, str):
+                keep(str(v))
             elif isinstance(v, dict):
                 strings.extend(k for k in v if isinstance(k, str))
-                stack.extend(v.values())
+                extend(v.values())
             elif isinstance(v, list):
-                stack.extend(v)
+                extend(v)
         if self.patterns:
             return any(self.log_text(s) != s for s in strings)
-        search, clean = _CANDIDATE.search, _UNCHANGED
+        search = _CANDIDATE.search
         for s in strings:
-            if s in clean:
-                continue
-            if ("://" in s or search(s)) and self.log_text(s) != s:  # only a URL or a shape's run can change
+            if ("://" in s or search(s)) and _builtin_text(s) != s:  # only a URL or a shape's run can change
                 return True
             if len(s) <= SHORT_TEXT:
                 if len(clean) >= _UNCHANGED_MAX:
@@ -276,13 +290,13 @@ def stored_json(value: Any) -> str:
 
 
 def redact_card_json(card: Any, redaction: Redaction = NO_OPERATOR_PATTERNS, text: str | None = None) -> str:
-    """A JSON document (a card, an envelope) as stored: every string in it redacted as free text when the
-    document holds a URL (or the operator has patterns). `text`: the document's `stored_json`, when the caller
-    has it already."""
+    """A JSON document (a card, an envelope) as stored: every string in it (keys too) redacted as free text —
+    URLs, and credential shapes wherever they sit. `text`: the document's `stored_json`, when the caller has it
+    already; it is returned itself when nothing changes."""
     if text is None:
         text = stored_json(card)
-    if not redaction.patterns and "://" not in text:
-        return text  # the common case, without walking the document
+    if not redaction.patterns and "://" not in text and not _CANDIDATE.search(text):
+        return text  # the common case (no URL, no run a credential shape could be), without walking it
     if not redaction.changes(card):
         return text  # nothing to redact: the copy would serialise to the same text
     return stored_json(redaction.json_urls(card))

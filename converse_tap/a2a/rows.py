@@ -120,9 +120,7 @@ class Ctx:
 
     def _error(self, err: Any) -> None:
         row = self.out.exchange
-        fields = error_fields(err)
-        if fields["error_message"] is not None:  # servers quote the URL they were asked for, userinfo and all
-            fields["error_message"] = self.redaction.log_text(fields["error_message"])
+        fields = error_fields(err)  # redacted with every error column at the end (extract._finish)
         if row["error_code"] is None and row["error_message"] is None:
             row.update(fields)
 
@@ -154,16 +152,18 @@ class Ctx:
         role = None if is_artifact else normalise_role(obj.get("role"), anomalies)
         parts = parts_of(obj)
         text = text_of(parts)
-        exts = extensions_of(obj, anomalies)
+        exts = [self.redaction.url(e) for e in extensions_of(obj, anomalies)]
         present, raw = find_envelope(obj.get("metadata"), exts, anomalies, agent_side=role != "user")
         env = _NO_ENVELOPE  # read only: its values are spread into the row
         if present:
             env = flatten_envelope(raw, anomalies)
+            stored = env.get("envelope_json")
+            if stored is not None and redact_card_json(raw, self.redaction, stored) is not stored:
+                # a credential in the envelope: every column is taken from its redacted copy (citation titles,
+                # routine and slot names...), not only envelope_json; its anomalies were noted above
+                env = flatten_envelope(self.redaction.json_urls(raw), [])
             for c in env.get("citations") or []:
                 c["source_url"] = self.redaction.maybe_url(c["source_url"])
-            stored = env.get("envelope_json")
-            if stored is not None and (self.redaction.patterns or "://" in stored):  # else nothing to redact
-                env["envelope_json"] = redact_card_json(raw, self.redaction, stored)
         if (
             not present
             and self.converse_requested

@@ -361,3 +361,22 @@ def test_shed_drops_the_message_being_read_and_the_stream_goes_on() -> None:
     assert [f.data for f in p.feed(first[8:] + second[:2])] == []
     assert not p.shed()  # between messages: a part of the next prefix is kept
     assert [f.data for f in p.feed(second[2:])] == [b"abc"]
+
+
+def test_a_status_message_and_echoed_extensions_are_redacted() -> None:
+    """grpc-message quotes what the agent was sent (URLs with userinfo, tokens); trailers echo extension URIs."""
+    ex = _exchange(
+        "GetTask",
+        pb.GetTaskRequest(id="t-9").SerializeToString(),
+        b"",
+        trailers=[
+            ("grpc-status", "16"),
+            ("grpc-message", "token%20sk-abcdefghijklmnopGRPC1%20for%20https://u:GRPCPW2@h.test/x"),
+            ("a2a-extensions", "https://ext.test/e?token=GRPCTOK3"),
+        ],
+    )
+    out = extract(ex, TextPolicy())
+    assert out is not None
+    row = out.exchange
+    assert row["error_message"] == "token [REDACTED] for https://h.test/x"
+    assert "https://ext.test/e?token=[REDACTED]" in row["extensions_echoed"]

@@ -237,9 +237,7 @@ def test_stored_document_is_the_redacted_copy_serialised(doc: object) -> None:
 
     form = {"sort_keys": True, "ensure_ascii": False, "default": str, "separators": (",", ":")}
     for redaction in (Redaction(), Redaction.from_patterns(["pw"])):
-        full = json.dumps(doc, **form)  # type: ignore[arg-type]
-        if redaction.patterns or "://" in full:  # as before: a document without a URL is stored as it came
-            full = json.dumps(redaction.json_urls(doc), **form)  # type: ignore[arg-type]
+        full = json.dumps(redaction.json_urls(doc), **form)  # type: ignore[arg-type]
         assert redact_card_json(doc, redaction) == full
         assert redact_card_json(doc, redaction, stored_json(doc)) == full
     assert stored_json(doc) == json.dumps(doc, **form)  # type: ignore[arg-type]
@@ -333,3 +331,66 @@ def test_documents_nested_as_deep_as_json_reads_are_redacted() -> None:
     # keys are redacted too, and a key that redacts to one already there replaces it, as a dict display does
     doc = {"http://u:pw@h/": 1, "http://h/": 2, "k": [{"http://a:b@h/": "x"}]}
     assert Redaction().json_urls(doc) == {"http://h/": 2, "k": [{"http://h/": "x"}]}
+
+
+KEY = "sk-abcdefghijklmnopLEAK1"
+AT = "https://u:PWLEAK2@x.test/p?token=TOKLEAK3"
+
+
+def _planted() -> dict[str, object]:
+    from tests.factories import jsonrpc_request
+
+    env = envelope(
+        author=KEY,
+        citations=[{"documentId": "d", "title": "see " + AT, "chunkId": "c " + KEY}],
+        routine={"name": "r " + KEY, "status": "awaiting_input", "pendingInput": [{"name": KEY, "prompt": AT}]},
+    )
+    msg = agent_message(env=env, role="ROLE_" + KEY, parts=[{"kind": KEY, "text": "hi"}])
+    msg["extensions"] = [EXT, "https://ext.test/e?token=EXTTOK4"]
+    user = {"messageId": "u", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    err = {"code": -32000, "message": f"bad key {KEY}", "data": {"reason": "at " + AT}}
+    rest_err = {"error": {"code": 401, "status": "UNAUTH " + KEY, "message": AT, "details": [{"reason": KEY}]}}
+    return {
+        "reply": a2a_flow(
+            body=jsonrpc_request("x/" + KEY, {"message": user}),
+            headers={"a2a-extensions": EXT + ", https://ext.test/x?api_key=HDRKEY5"},
+            response=jsonrpc_result({"message": msg}),
+            response_headers={"a2a-extensions": f"https://e.test/y/{JWT}"},
+        ),
+        "task": a2a_flow(response=jsonrpc_result({"task": {"id": "t", "status": {"state": KEY}}})),
+        "rpc_error": a2a_flow(response=json.dumps({"jsonrpc": "2.0", "id": "r-1", "error": err}).encode()),
+        "rest_error": a2a_flow(
+            path="/v1/message:send",
+            body=json.dumps({"message": user}).encode(),
+            status=401,
+            response=json.dumps(rest_err).encode(),
+            content_type="application/json; x=" + KEY,
+        ),
+        "card": a2a_flow(
+            method="GET",
+            path="/.well-known/agent-card.json",
+            response=json.dumps(
+                {
+                    "name": "Shop " + KEY,
+                    "version": KEY,
+                    "skills": [{"id": KEY}],
+                    "capabilities": {"extensions": [{"uri": EXT, "params": {"tools": [{"toolName": KEY}]}}]},
+                }
+            ).encode(),
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", ["reply", "task", "rpc_error", "rest_error", "card"])
+def test_text_from_the_wire_that_carries_a_credential_is_redacted_in_every_column(name: str) -> None:
+    """Extension URIs, error status/message/reason, unknown methods, roles, states and part kinds, the anomalies
+    that quote them, citation titles, routine and slot names, card names and tool names: each kept a planted
+    credential, while only the URL columns and the stored JSON documents were redacted."""
+    ext = extract(exchange_from_flow(_planted()[name]), TextPolicy(), redaction=Redaction.from_patterns([]))
+    assert ext is not None
+    rows = [ext.exchange, *ext.messages, *ext.agent_cards]
+    stored = json.dumps(rows, default=str)
+    leaks = [s for s in ("LEAK1", "PWLEAK2", "TOKLEAK3", "EXTTOK4", "HDRKEY5", "JWTSECRET", JWT[:20]) if s in stored]
+    columns = sorted({k for row in rows for k, v in row.items() if any(s in json.dumps(v, default=str) for s in leaks)})
+    assert (leaks, columns) == ([], [])
+    assert REDACTED in stored
