@@ -91,6 +91,7 @@ def _parse(body: bytes | None) -> tuple[Any, str | None]:
         return None, f"invalid_json:{type(e).__name__}"
 
 
+_UNPARSED = object()
 PREFIX = 64 * 1024  # of a request body too large to parse, kept to recognise its JSON-RPC method
 _METHOD_IN_PREFIX = re.compile(rb'"method"\s*:\s*"([^"\\]{1,100})"')
 
@@ -120,13 +121,21 @@ def classify(
         prefix, unparsed = body[:PREFIX], "too_many_values"
         body = None
 
-    if verb == "POST" and body and b"jsonrpc" in body[:4096] and b"method" in body:
-        doc, unparsed = _parse(body)
-        if unparsed is None:
-            return _classify_jsonrpc(origin + path, headers, doc)
-        # no parser takes it (nested too deep, a raw control byte, bad syntax): a call all the same, which the
-        # agent answers; recognised from its start like a body too large to keep, and said so
-        prefix, body = body[:PREFIX], None
+    doc: Any = _UNPARSED
+    if verb == "POST" and body and (b"jsonrpc" in body or _may_hide_jsonrpc(body, whole=True)):
+        doc, why = _parse(body)
+        if why is None:
+            req = _classify_jsonrpc(origin + path, headers, doc)
+            if req is not None:
+                if (
+                    b'"jsonrpc"' not in body or b'"method"' not in body
+                ):  # keys seen only once parsed: escaped, UTF-16/32
+                    req.anomalies.append("request_json_disguised")
+                return req
+        else:
+            # no parser takes it (nested too deep, a raw control byte, bad syntax): a call all the same, which
+            # the agent answers; recognised from its start like a body too large to keep, and said so
+            prefix, body, unparsed = body[:PREFIX], None, why
 
     if verb == "POST" and body is None and prefix and b"jsonrpc" in prefix[:4096]:
         found = _METHOD_IN_PREFIX.search(prefix)
@@ -142,7 +151,7 @@ def classify(
         if m is None or verb not in verbs:
             continue
         base = m["base"]
-        params, why = _parse(body)
+        params, why = (doc, None) if doc is not _UNPARSED else _parse(body)
         if why is not None:
             unparsed = why
         if operation == "PushNotificationConfig":
@@ -168,20 +177,47 @@ def classify(
     return None
 
 
-def maybe_a2a(method: str, path: str, headers: Headers | Any, body_start: bytes | None) -> bool:
+PEEK = 16 * 1024  # of a request body the proxy's first look searches
+_NOT_SPACE = re.compile(rb"[^ \t\r\n]")
+_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
+_JSON_STARTS = (b"{", b"[", b" ", b"\t", b"\r", b"\n")
+
+
+def _may_hide_jsonrpc(body: bytes, whole: bool) -> bool:
+    """Whether a body in which the bytes `jsonrpc` were not seen may still be a JSON-RPC call as a server's JSON
+    parser reads it: keys written with escapes (`"\\u006asonrpc"`), UTF-16 or UTF-32 (with or without a
+    byte-order mark), or — when only the first PEEK bytes were searched (`whole` False) — a body padded with
+    whitespace past them, or an object whose `jsonrpc` key comes after PEEK bytes of params."""
+    if body.startswith(_BOMS) or (b"\x00" in body[:4] and body[:8].replace(b"\x00", b"")[:1] in _JSON_STARTS):
+        return True
+    first = _NOT_SPACE.search(body, 0, PEEK)
+    if first is None:
+        return not whole and len(body) > PEEK
+    if body[first.start()] not in b"{[":
+        return False
+    if not whole and len(body) > PEEK:
+        return True
+    return body.find(b"\\u", 0, len(body) if whole else PEEK) >= 0
+
+
+def maybe_a2a(method: str, path: str, headers: Headers | Any, body: bytes | None) -> bool:
     """A cheap first look, for the proxy's hot path: could this request be A2A? False only when `classify` would
     surely say None; True sends the exchange on to be classified for real. Reads the path, a few headers and at
-    most the first 4 KiB of the raw body: no parsing, no decoding."""
+    most the first PEEK bytes of the raw body (searched, not parsed or decoded). A JSON body that could hide a
+    call from that look (escaped keys, UTF-16, padding, a late `jsonrpc` key) is sent on too: servers parse
+    it, so an attacker could otherwise talk to the agent unrecorded."""
     path = path.split("?", 1)[0]
     verb = method.upper()
     if verb == "GET" and _CARD_PATH.match(path):
         return True
     if verb == "POST" and ".A2AService/" in path:  # gRPC: /a2a.v1.A2AService/SendMessage (body is protobuf)
         return True
-    if verb == "POST" and body_start:
-        if b"jsonrpc" in body_start[:4096]:
+    if verb == "POST" and body:
+        if body.find(b"jsonrpc", 0, PEEK) >= 0:  # (the search stops at PEEK: no copy of the body is made)
             return True
         if headers.get("content-encoding"):  # a compressed body cannot be peeked at: decoded in the worker
+            return True
+        if _has_a2a_headers(headers) or _may_hide_jsonrpc(body, whole=False):
             return True
     return any(pattern.match(path) and verb in verbs for pattern, verbs, _, _ in _REST_ROUTES)
 

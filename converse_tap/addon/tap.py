@@ -234,7 +234,7 @@ class ConverseTap:
             data = flow.request.data
             raw = data.content
             path = data.path.decode("latin-1")  # the routes are ASCII: any byte-preserving decoding will do
-            if maybe_a2a(data.method.decode("latin-1"), path, data.headers, raw[:4096] if raw else None):
+            if maybe_a2a(data.method.decode("latin-1"), path, data.headers, raw):
                 self._ensure_channel()
                 self._tracked[flow.id] = None
                 self.counters["a2a_requests"] += 1

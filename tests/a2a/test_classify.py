@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from converse_tap.a2a.classify import classify
@@ -191,3 +193,55 @@ def test_a_call_no_parser_takes_is_recognised_from_its_start_and_said_so(params:
 def test_a_body_that_is_not_a_call_stays_other_traffic() -> None:
     assert classify("POST", "http://h/x", NONE, b'{"jsonrpc": "2.0", "method": ' + b"[" * 50_000) is None
     assert classify("POST", "http://h/x", NONE, b'{"jsonrpc": "2.0", "method": "sum", "params": [1,}') is None
+
+
+def _call(**replace: str) -> str:
+    msg = {"messageId": "m", "role": "user", "parts": [{"kind": "text", "text": "hi"}]}
+    text = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": msg}})
+    for old, new in replace.items():
+        text = text.replace(old, new)
+    return text
+
+
+BIG = {"messageId": "m", "role": "user", "parts": [{"kind": "text", "text": "x" * 70_000}]}
+# bodies a Python agent (json.loads, as starlette's request.json() calls it) takes as a call, but in which the bytes
+# `jsonrpc` are not where a first look searches, or nowhere at all
+DISGUISED = {
+    "escaped jsonrpc key": (_call(**{'"jsonrpc"': '"\\u006asonrpc"'}).encode(), True),
+    "escaped method key": (_call(**{'"method"': '"\\u006dethod"'}).encode(), True),
+    "utf-16 with a BOM": (_call().encode("utf-16"), True),
+    "utf-16-le": (_call().encode("utf-16-le"), True),
+    "utf-32-be": (_call().encode("utf-32-be"), True),
+    "params before a late jsonrpc key": (
+        json.dumps({"params": {"message": BIG}, "method": "message/send", "id": 1, "jsonrpc": "2.0"}).encode(),
+        False,
+    ),
+    "padded with whitespace": (b" \r\n" * 20_000 + _call().encode(), False),
+}
+
+
+@pytest.mark.parametrize("name", list(DISGUISED))
+def test_a_call_disguised_from_a_first_look_is_recorded(name: str) -> None:
+    """Each of these reached the agent and was answered, and the proxy sent none of them to be recorded: an
+    attacker could talk to an agent past the recorder by escaping one key."""
+    from converse_tap.a2a.classify import maybe_a2a
+
+    body, disguised = DISGUISED[name]
+    assert json.loads(body)["method"] == "message/send"  # what the agent reads
+    assert maybe_a2a("POST", "/a2a", NONE, body)
+    req = classify("POST", "http://h/a2a", NONE, body)
+    assert req is not None
+    assert (req.method, req.dialect) == ("SendMessage", "v0.3")
+    assert isinstance(req.params, dict) and req.params["message"]["messageId"] == "m"
+    assert req.anomalies == (["request_json_disguised"] if disguised else [])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"a=1&b=2", b'{"query": "hello"}', bytes(range(256)) * 100, b"\xff\xd8\xff\xe0" + b"x" * 20_000, b"\x00" * 9],
+)
+def test_other_posts_stay_out_of_the_recorder(body: bytes) -> None:
+    from converse_tap.a2a.classify import maybe_a2a
+
+    assert not maybe_a2a("POST", "/upload", NONE, body)
+    assert classify("POST", "http://h/upload", NONE, body) is None

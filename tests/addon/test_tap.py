@@ -320,3 +320,19 @@ def test_a_stream_whose_start_the_backlog_refuses_is_relayed_and_counted(tap) ->
     addon.done()
     assert addon.counters["exchanges_dropped"] == 1
     assert not (out / "exchanges").exists() or load(out, "exchanges").empty
+
+
+def test_a_call_with_an_escaped_jsonrpc_key_is_recorded(tap) -> None:
+    """`"\\u006asonrpc"` is `"jsonrpc"` to the agent's JSON parser; the proxy's first look searched the raw
+    bytes, so the call went through unrecorded."""
+    addon, _, out = tap
+    body = jsonrpc_request().replace(b'"jsonrpc"', b'"\\u006asonrpc"')
+    assert b"jsonrpc" not in body and json.loads(body)["jsonrpc"] == "2.0"
+    flow = a2a_flow(
+        body=body, headers={"a2a-version": ""}, extensions=False, response=jsonrpc_result({"message": agent_message()})
+    )
+    run_hooks(addon, flow)
+    addon.done()
+    ex = load(out, "exchanges")
+    assert ex["method"].tolist() == ["SendMessage"]
+    assert list(ex["anomalies"].iloc[0]) == ["request_json_disguised", "envelope_not_requested"]
