@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from . import fastjson
 from .constants import CARD_METHOD, JSONRPC_V03_METHODS, JSONRPC_V1_METHODS, STREAMING_METHODS
@@ -104,6 +104,7 @@ def classify(
     `prefix` is the start of a body too large to parse: a JSON-RPC method named in it is still recognised."""
     origin, path = _origin(url)
     verb = method.upper()
+    path, notes = _routed(path, verb)
 
     if verb == "POST" and ".A2AService/" in path:
         from .grpc import classify_grpc  # grpc imports this module
@@ -114,7 +115,8 @@ def classify(
 
     m = _CARD_PATH.match(path)
     if m and verb == "GET":
-        return A2ARequest("card", CARD_METHOD, CARD_METHOD, _version_dialect(headers) or "v1.0", origin + m["base"])
+        dialect = _version_dialect(headers) or "v1.0"
+        return A2ARequest("card", CARD_METHOD, CARD_METHOD, dialect, origin + m["base"], anomalies=notes)
 
     unparsed: str | None = "body_too_large"
     if body and fastjson.too_many_values(body):  # recognised from its start, like a body too large to keep
@@ -172,7 +174,7 @@ def classify(
             params=params,
             task_id=task,
             certain=sure,
-            anomalies=[] if unparsed in (None, "body_too_large") else [f"request_not_parsed:{unparsed}"],
+            anomalies=notes + ([] if unparsed in (None, "body_too_large") else [f"request_not_parsed:{unparsed}"]),
         )
     return None
 
@@ -200,6 +202,23 @@ def _may_hide_jsonrpc(body: bytes, whole: bool) -> bool:
     return body.find(b"\\u", 0, len(body) if whole else PEEK) >= 0
 
 
+def _is_route(path: str, verb: str) -> bool:
+    if verb == "GET" and _CARD_PATH.match(path):
+        return True
+    return any(pattern.match(path) and verb in verbs for pattern, verbs, _, _ in _REST_ROUTES)
+
+
+def _routed(path: str, verb: str) -> tuple[str, list[str]]:
+    """The path as the agent's router reads it: ASGI servers (and most frameworks) route on the percent-decoded
+    path, so `/v1/message%3Asend` is SendMessage there. A route found only once decoded is said so."""
+    if "%" not in path or _is_route(path, verb):
+        return path, []
+    decoded = unquote(path)
+    if decoded != path and _is_route(decoded, verb):
+        return decoded, ["path_percent_encoded"]
+    return path, []
+
+
 def maybe_a2a(method: str, path: str, headers: Headers | Any, body: bytes | None) -> bool:
     """A cheap first look, for the proxy's hot path: could this request be A2A? False only when `classify` would
     surely say None; True sends the exchange on to be classified for real. Reads the path, a few headers and at
@@ -219,7 +238,7 @@ def maybe_a2a(method: str, path: str, headers: Headers | Any, body: bytes | None
             return True
         if _has_a2a_headers(headers) or _may_hide_jsonrpc(body, whole=False):
             return True
-    return any(pattern.match(path) and verb in verbs for pattern, verbs, _, _ in _REST_ROUTES)
+    return _is_route(path, verb) or ("%" in path and _is_route(unquote(path), verb))
 
 
 def _looks_v03(params: Any) -> bool:

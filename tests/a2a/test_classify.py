@@ -245,3 +245,31 @@ def test_other_posts_stay_out_of_the_recorder(body: bytes) -> None:
 
     assert not maybe_a2a("POST", "/upload", NONE, body)
     assert classify("POST", "http://h/upload", NONE, body) is None
+
+
+@pytest.mark.parametrize(
+    ("verb", "path", "method"),
+    [
+        ("POST", "/v1/message%3Asend", "SendMessage"),
+        ("POST", "/v1/message%3astream", "SendStreamingMessage"),
+        ("POST", "/v1/tasks/t-1%3Acancel", "CancelTask"),
+        ("GET", "/%2Ewell-known/agent-card.json", "GetAgentCard"),
+        ("GET", "/.well-known%2Fagent.json", "GetAgentCard"),
+    ],
+)
+def test_a_route_written_with_percent_escapes_is_recognised(verb: str, path: str, method: str) -> None:
+    """ASGI servers route on the percent-decoded path: `/v1/message%3Asend` is SendMessage to the agent, and was
+    other traffic to the recorder."""
+    from converse_tap.a2a.classify import maybe_a2a
+
+    assert maybe_a2a(verb, path, NONE, b"x" if verb == "POST" else None)
+    req = classify(verb, "http://h" + path, NONE, b'{"message": {"messageId": "m"}}' if verb == "POST" else None)
+    assert req is not None
+    assert (req.method, req.agent_url, req.anomalies) == (method, "http://h", ["path_percent_encoded"])
+
+
+def test_escapes_that_a_route_already_matches_are_left_as_they_are() -> None:
+    req = classify("GET", "http://h/v1/tasks/t%2F1", V1, None)
+    assert req is not None and (req.method, req.task_id, req.anomalies) == ("GetTask", "t%2F1", [])
+    req = classify("POST", "http://h/agents/a%20b/message:send", V1, b"{}")
+    assert req is not None and (req.agent_url, req.anomalies) == ("http://h/agents/a%20b", [])
