@@ -115,8 +115,8 @@ def classify(
 
     m = _CARD_PATH.match(path)
     if m and verb == "GET":
-        dialect = _version_dialect(headers) or "v1.0"
-        return A2ARequest("card", CARD_METHOD, CARD_METHOD, dialect, origin + m["base"], anomalies=notes)
+        version = _version_dialect(headers) or "v1.0"
+        return A2ARequest("card", CARD_METHOD, CARD_METHOD, version, origin + m["base"], anomalies=notes)
 
     unparsed: str | None = "body_too_large"
     if body and fastjson.too_many_values(body):  # recognised from its start, like a body too large to keep
