@@ -173,6 +173,8 @@ class Ctx:
             and self.req.method in MESSAGE_METHODS
         ):
             anomalies.append("envelope_missing")
+        if direction == "request" and role == "agent":
+            anomalies.append("request_claims_agent_role")  # the client's message: never counted as a reply
         ident = get(obj, "artifactId") if is_artifact else get(obj, "messageId")
         self.out.messages.append(
             {

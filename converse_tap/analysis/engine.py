@@ -51,7 +51,7 @@ from .facts_sql import (
 )
 from .facts_sql import CONVERSATION_KEY as CONVERSATION_KEY  # re-exported: callers name it from here
 from .facts_sql import NONE as NONE
-from .load import CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Frames, Window, journal_notes
+from .load import AGENT_SAID, CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Frames, Window, journal_notes
 from .sources import (
     _arrow,
     _file_groups,
@@ -154,7 +154,7 @@ class Engine:
             where = _window_sql(window, ts)
             name = "sightings" if table == "messages" else table
             if table == "messages":
-                where += " AND role = 'agent' AND object_kind = 'message'"
+                where += f" AND {AGENT_SAID}"
             source = " UNION ALL BY NAME ".join(f"({p})" for p in parts)
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM ({source}) WHERE {where}")
             if table == "messages" and files:
@@ -190,6 +190,8 @@ class Engine:
             msgs = msgs[kind.isna() | (kind == "message")]
         if "role" in msgs.columns:
             msgs = msgs[msgs["role"].astype(object) == "agent"]
+        if "direction" in msgs.columns:  # (AGENT_SAID, over a frame)
+            msgs = msgs[msgs["direction"].astype(object) == "response"]
         table = _arrow(msgs, "messages", MESSAGE_COLUMNS)
         con.register("sightings", table.append_column("pos", pa.array(range(len(msgs)), pa.int64())))
         ex = frames.exchanges if frames is not None else pd.DataFrame()

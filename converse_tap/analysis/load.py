@@ -15,8 +15,12 @@ from ..store import objstore
 from ..store.reader import Journals, read_journals, read_table, table_files
 from ..store.schema import MESSAGES, PARTITION_TS, TABLES
 
+# the sightings a reply is made of: messages the agent sent, as the agent's side of an exchange carried them. A
+# request's message is the client's whatever role it claims: one claiming `agent`, with an envelope and a reply's
+# message id, would otherwise count as (or, seen last, overwrite) that reply
+AGENT_SAID = "role = 'agent' AND object_kind = 'message' AND direction = 'response'"
 MESSAGE_COLUMNS = [
-    "exchange_id", "seq", "ts", "agent", "message_id", "context_id", "task_id", "role", "has_envelope",
+    "exchange_id", "seq", "ts", "agent", "message_id", "context_id", "task_id", "role", "direction", "has_envelope",
     "author", "coverage_availability", "coverage", "coverage_reason", "originating_turn_id", "ownership_state",
     "ownership_suppressed", "routine_tool_name", "routine_name", "routine_status", "pending_input",
     "invocation_tool_name", "invocation_outcome", "citations", "citation_count", "anomalies",

@@ -25,7 +25,7 @@ import pyarrow as pa
 from ..store.reader import Journals, TableFiles, table_files
 from ..store.schema import TABLES
 from .engine import Engine, _arrow, _journaled, _journals_then_files, _window_sql
-from .load import CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Window
+from .load import AGENT_SAID, CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Window
 from .spark_sql import to_spark
 
 INSTALL = "pip install 'a2a-converse-tap[spark]'"
@@ -296,7 +296,7 @@ def _views(
         con.register(f"_{table}_scan", union)
         where = _window_sql(window, ts)
         if table == "messages":
-            where += " AND role = 'agent' AND object_kind = 'message'"
+            where += f" AND {AGENT_SAID}"
         name = "sightings" if table == "messages" else table
         con.execute(f"CREATE VIEW {name} AS SELECT * FROM _{table}_scan WHERE {where}")
     return [t for t in TABLES if t in present], skipped, journals, listed

@@ -336,3 +336,28 @@ def test_a_call_with_an_escaped_jsonrpc_key_is_recorded(tap) -> None:
     ex = load(out, "exchanges")
     assert ex["method"].tolist() == ["SendMessage"]
     assert list(ex["anomalies"].iloc[0]) == ["request_json_disguised", "envelope_not_requested"]
+
+
+def test_a_client_spoofing_an_agent_reply_moves_no_figure(tap) -> None:
+    """Recorded by the addon, reported from the Parquet files: a request whose message claims the agent's role
+    and carries an envelope with the message id of the agent's reply (`answered` where the agent said
+    `partial`) counted as a reply and overwrote the verdict."""
+    from converse_tap.analysis.engine import Engine
+    from converse_tap.analysis.report import build_report
+    from tests.factories import envelope, user_message
+
+    addon, _, out = tap
+    partial = envelope(answerCoverage={"availability": "assessed", "coverage": "partial", "reason": "partial_evidence"})
+    run_hooks(addon, a2a_flow(response=jsonrpc_result({"message": agent_message("m-1", env=partial)})))
+    spoof = agent_message("m-1", env=envelope())  # role agent, coverage answered, the reply's id
+    spoof["contextId"] = "ctx-1"
+    flow = a2a_flow(
+        body=jsonrpc_request(params={"message": spoof}), response=jsonrpc_result({"message": user_message()})
+    )
+    flow.request.timestamp_start += 60
+    run_hooks(addon, flow)
+    addon.done()
+    assert load(out, "messages")["direction"].tolist().count("request") == 2  # both requests were recorded
+    report = build_report(Engine.over_dataset(out))
+    coverage = {k: v["count"] for k, v in report["coverage"]["by_coverage"].items() if v["count"]}
+    assert coverage == {"partial": 1}

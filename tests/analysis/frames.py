@@ -21,6 +21,7 @@ def sighting(mid: str | None, conv: str = "c1", minute: float = 0, agent: str = 
         message_id=mid,
         context_id=conv,
         role="agent",
+        direction="response",
         has_envelope=True,
         anomalies=[],
     )

@@ -42,6 +42,19 @@ def test_polled_and_history_sightings_count_once() -> None:
     assert rep.set_index("reply_key")["first_seen"]["a"] == T0 + pd.Timedelta(minutes=1)
 
 
+def test_a_request_claiming_the_agents_role_is_not_a_reply() -> None:
+    """A client can send a message with role `agent`, an envelope and a real reply's message id: it counted as a
+    reply, and, seen last, overwrote the agent's own verdict."""
+    msgs = messages(
+        sighting("a", minute=1, **covered("partial")),
+        sighting("a", minute=5, direction="request", **covered("answered")),  # the client's spoof of `a`
+        sighting("s", minute=6, direction="request", **covered("answered")),  # and one of its own
+    )
+    rep = m.replies(msgs)
+    assert rep["reply_key"].tolist() == ["a"]
+    assert rep["coverage"].tolist() == ["partial"]
+
+
 def test_sightings_in_the_same_microsecond_are_ordered_by_their_place_in_the_data() -> None:
     msgs = messages(
         sighting("a", minute=1, **covered("partial")),
