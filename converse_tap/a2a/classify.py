@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
-from . import fastjson
+from . import fastjson, urls
 from .constants import CARD_METHOD, JSONRPC_V03_METHODS, JSONRPC_V1_METHODS, STREAMING_METHODS
 from .headers import Headers
 
@@ -132,8 +132,8 @@ _PUSH_OPS = {
 
 
 def _origin(url: str) -> tuple[str, str]:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}", parts.path or "/"
+    scheme, netloc, path, _, _ = urls.split(url)  # never raises (urlsplit did: `http://[::1/`)
+    return f"{scheme}://{netloc}", path or "/"
 
 
 def _version_dialect(headers: Headers) -> str | None:

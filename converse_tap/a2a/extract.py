@@ -8,7 +8,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import fastjson
+from . import fastjson, urls
 from .classify import A2ARequest, classify
 from .constants import CONVERSE_URI, TERMINAL_TASK_STATES
 from .exchange import HttpExchange
@@ -147,7 +147,7 @@ class Extractor:
                 return None
         if req.binding == "grpc":
             request_params(req)  # the request message, decoded here (in the worker), not in the proxy
-        anomalies: list[str] = list(req.anomalies) + list(ex.anomalies)
+        anomalies: list[str] = list(req.anomalies) + list(ex.anomalies) + urls.anomalies(ex.url)
         agent_url = redaction.url(req.agent_url)
         agent, agent_id = agent_of(agent_url)
         hdr = ex.request_headers

@@ -15,8 +15,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
+from . import urls
 from .classify import A2ARequest
 from .constants import CONVERSE_URI, JSONRPC_V1_METHODS
 from .exchange import HttpExchange
@@ -157,7 +158,7 @@ def classify_grpc(url: str, headers: Headers, body: bytes | None, max_message: i
     """An A2A gRPC call (path `/<package>.A2AService/<Method>`, content type application/grpc) or None.
 
     Its `params` is the request message as protobuf: `request_params` gives the dict (extract calls it)."""
-    parts = urlsplit(url)
+    parts = urls.parse(url)
     found = grpc_path(parts.path)
     if found is None or not is_grpc(headers.get("content-type")):
         return None

@@ -10,9 +10,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache, wraps
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, quote_plus, unquote_plus
 
 import orjson
+
+from . import urls
 
 REDACTED = "[REDACTED]"
 SECRET_NAME = re.compile(
@@ -97,24 +99,50 @@ def cached_for_short(maxsize: int) -> Callable[[_F], _F]:
     return decorate
 
 
+_PLAIN = re.compile(r"[@;?#\\\[\x00-\x20\x7f-\x9f\ud800-\udfff]")  # a URL without these has nothing to take out
+
+
+def _query(query: str) -> str:
+    """Each `name=value` of a query in place: a secret name's value replaced, shapes replaced (in the text as
+    written and as decoded), everything else byte for byte as it came."""
+    out = []
+    for piece in query.split("&"):
+        name, eq, value = piece.partition("=")
+        name = _query_part(name)
+        if is_secret_name(unquote_plus(name)):
+            out.append(f"{name}={REDACTED}")
+        else:
+            out.append(f"{name}{eq}{_query_part(value)}")
+    return "&".join(out)
+
+
+def _query_part(raw: str) -> str:
+    decoded = unquote_plus(raw)
+    clean = redact_shapes(decoded)
+    if clean != decoded or redact_shapes(raw) != raw:
+        return quote_plus(redact_shapes(clean), safe="[]:/")
+    return raw
+
+
 @cached_for_short(4096)
 def _builtin(url: str) -> str:
-    if not any(c in url for c in "@;?#") and not _CANDIDATE.search(url):
-        return url  # no userinfo, parameters, query, fragment or shape: nothing to take out
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018  (raises on a malformed port, like an unparseable netloc)
-    except ValueError:  # not a URL urlsplit can take apart: strip what looks like userinfo and shapes
-        return redact_shapes(_TEXT_USERINFO.sub(r"\1", url))
-    netloc = parts.netloc.rpartition("@")[2]
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode(
-            [(redact_shapes(k), REDACTED if is_secret_name(k) else redact_shapes(v)) for k, v in pairs],
-            safe="[]:/",
-        )
-    return urlunsplit((parts.scheme, netloc, _path(parts.path), query, ""))
+    if url.isascii() and not _PLAIN.search(url) and not _CANDIDATE.search(url) and not _ODD_PORT.match(url):
+        return url  # no userinfo, parameters, query, fragment, odd text, odd port or shape: nothing to take out
+    u = urls.parse(url)  # never raises; the text made carriable (no controls, no lone surrogates)
+    query = "" if u.query is None else "?" + _query(u.query)
+    scheme = f"{u.scheme}:" if u.scheme else ""
+    if u.opaque:
+        return f"{scheme}{_path(u.path)}{query}"
+    host = u.host
+    if {"ipv6", "host", "idna"} & set(u.problems):  # written so that any URL parser reads it back as a host
+        host = quote(host, safe="!$&'()*+,;=-._~%")
+    # a port that is no number may be a password whose `@` came after a `/`, `?` or `#`: it is dropped
+    port = "" if u.port is None or not _DIGITS.fullmatch(u.port or "0") else f":{u.port}"
+    return f"{scheme}//{host}{port}{_path(u.path)}{query}"
+
+
+_DIGITS = re.compile(r"[0-9]*")
+_ODD_PORT = re.compile(r"[^/:]*:/*[^/:]*:[0-9]*[^0-9/]")  # an authority whose port is not a number
 
 
 @dataclass(frozen=True, slots=True)

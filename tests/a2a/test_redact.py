@@ -47,8 +47,8 @@ JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJKV1RTRUNSRVQifQ.c2lnbmF0dXJlX0pXVFNFQ1JFV
             "https://my-agent-service.production-ns.svc-cluster/a",
         ),
         ("https://h/x/Abcdefghijklmn.opqrstuvwxyz12.Zyxwvutsrqpo9/y", "https://h/x/[REDACTED]/y"),
-        # not parseable as a URL: userinfo and shapes still go
-        (f"http://user:PW2@[::1/{JWT}", "http://[::1/[REDACTED]"),
+        # a broken IPv6 literal: userinfo and shapes still go, and the host is written so that parsers read it
+        (f"http://user:PW2@[::1/{JWT}", "http://%5B%3A%3A1/[REDACTED]"),
     ],
 )
 def test_redact_url(url: str, expected: str) -> None:

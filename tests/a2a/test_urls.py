@@ -1,0 +1,208 @@
+"""converse_tap.a2a.urls: one lenient URL parser that never raises and names what is odd about a URL."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from converse_tap.a2a import urls
+from converse_tap.a2a.redact import REDACTED, redact_url
+
+ODD_URLS = [
+    "http://[::1/a2a",  # urlsplit: "Invalid IPv6 URL"
+    "http://[/",
+    "http://[::1]]/",
+    "http://[v1.x]/",
+    "http://[fe80::1%25eth0]:8080/a",
+    "http://[::1]:99999/a",
+    "http://h:abc/a",
+    "http://h:-1/",
+    "http://h:\u0668\u0660/",  # Arabic-Indic digits: str.isdigit() says yes, sockets say no
+    "http://u:p%40x@h@i/",
+    "http://h\udcff/a",
+    "http://h/\udcff?a=\ud800",
+    "http://\x00h/a\x1b[31m",
+    "http://h\\@evil/a",
+    "http:/\\u:p@h/",
+    "javascript:alert(1)",
+    "http://xn--a.com/",
+    "http://a..b\u00e9/",
+    "http://" + "a" * 64 + "\u00e9.test/",  # a label IDNA refuses
+    "http://h\uff03x/",  # NFKC-normalises to '#': urlsplit raises
+    " \t http://h/a \n",
+    "http://" + "a" * 65536 + "/",
+    "",
+    "::::",
+    "//h/a",
+]
+
+
+@pytest.mark.parametrize("url", ODD_URLS, ids=range(len(ODD_URLS)))
+def test_odd_urls_never_raise_and_redact_to_a_url_every_parser_reads(url: str) -> None:
+    u = urls.parse(url)
+    assert urls.split(url)[1] == u.netloc
+    urls.host_port(url)
+    clean = redact_url(url)
+    parts = urlsplit(clean)  # raised on several of these before
+    assert clean.isprintable() or not clean
+    assert "\\" not in parts.netloc
+
+
+@pytest.mark.parametrize(
+    ("url", "found"),
+    [
+        ("https://agent.test/a2a", []),
+        ("http://[::1]:8080/a", []),
+        ("http://[fe80::1%25eth0]/a", []),
+        ("http://[::1/a2a", ["url_malformed:ipv6"]),
+        ("http://[v1.x]/", ["url_malformed:ipv6"]),
+        ("http://h:99999/a", ["url_malformed:port"]),
+        ("http://h:abc/a", ["url_malformed:port"]),
+        ("http://h:\u0668\u0660/", ["url_malformed:port"]),
+        ("http://h\udcff/a", ["url_not_utf8"]),
+        ("http://h/a\x1bb", ["url_malformed:control_character"]),
+        ("http://a b/", ["url_malformed:whitespace"]),
+        ("http://h\\@evil/a", ["url_malformed:backslash"]),
+        ("http:u:p@h/", ["url_malformed:slashes"]),
+        ("javascript:alert(1)", ["url_malformed:scheme"]),
+        ("/a2a", ["url_malformed:no_scheme"]),
+        ("http://xn--a.com/", ["url_malformed:idna"]),
+        ("http://" + "a" * 64 + "\u00e9.test/", ["url_malformed:idna"]),
+        ("http://h<x>/", ["url_malformed:host"]),
+        ("http://" + "a" * 9000, ["url_malformed:too_long"]),
+    ],
+)
+def test_problems_name_what_is_odd(url: str, found: list[str]) -> None:
+    assert urls.anomalies(url) == found
+
+
+def test_anomalies_say_where() -> None:
+    assert urls.anomalies("http://h:x/", "mcp.url") == ["url_malformed:port:mcp.url"]
+    assert urls.anomalies(None) == []
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://u:p@h:81/a", ("h", 81)),
+        ("https://H.Test/a", ("h.test", 443)),
+        ("http://[::1]:9/a", ("::1", 9)),
+        ("http://h:99999/a", ("h", None)),
+        ("http://h:abc/a", ("h", None)),
+        ("http://[::1/a", ("[::1", 80)),
+        ("javascript:alert(1)", (None, None)),
+        ("ws://h/", ("h", 80)),
+    ],
+)
+def test_host_port(url: str, expected: tuple[str | None, int | None]) -> None:
+    assert urls.host_port(url) == expected
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://user:SECRET1#@host/",  # the password lands in the port position of every parser
+        "http://user:SECRET1?@host/x",
+        "http://user:SECRET1/@host/",
+        "http:/\\user:SECRET1@host/",  # WHATWG: a backslash is a slash, so this has userinfo
+        "http:user:SECRET1@host/x",
+        "http://[::1/?token=SECRET1",  # not parseable by urlsplit: the query was left whole
+        "http://h/a?x=\udcff&token=SECRET1",  # urlencode raised on the surrogate
+        "http://h/a?to\nken=SECRET1",  # WHATWG drops the line break: the client sent `token=`
+        "http://u:SECRET1\\@h/",
+    ],
+)
+def test_credentials_go_whatever_shape_the_url_has(url: str) -> None:
+    clean = redact_url(url)
+    assert "SECRET1" not in clean
+    urlsplit(clean)
+
+
+def test_a_redacted_query_keeps_what_is_not_a_credential_byte_for_byte() -> None:
+    assert redact_url("https://h/a?q=a%20b+c&token=T&x") == f"https://h/a?q=a%20b+c&token={REDACTED}&x"
+
+
+URLISH = st.lists(
+    st.sampled_from(
+        [
+            "http",
+            "https",
+            "javascript",
+            ":",
+            "//",
+            "/",
+            "\\",
+            "@",
+            "[",
+            "]",
+            "::1",
+            "%25",
+            "%",
+            "?",
+            "#",
+            "&",
+            "=",
+            "token",
+            "user",
+            "pw",
+            ":80",
+            ":99999",
+            ":x",
+            "\udcff",
+            "\x00",
+            " ",
+            "\n",
+            "\u00e9",
+            "xn--",
+            ".",
+            "h",
+            ";",
+        ]
+    )
+    | st.text(max_size=4),
+    max_size=14,
+).map("".join)
+
+
+@settings(derandomize=True, max_examples=600, deadline=None)
+@given(URLISH)
+def test_any_text_parses_and_redacts_to_something_urlsplit_reads(url: str) -> None:
+    u = urls.parse(url)
+    assert all(isinstance(p, str) for p in u.problems)
+    urls.host_port(url)
+    clean = redact_url(url)
+    urlsplit(clean)
+    clean.encode("utf-8")  # storable: no lone surrogates
+    assert urls.parse(clean).userinfo is None
+
+
+def _exchange(url: str) -> Any:
+    from converse_tap.a2a.exchange import HttpExchange
+    from converse_tap.a2a.headers import Headers
+
+    body = b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"m"}}}'
+    reply = b'{"jsonrpc":"2.0","id":1,"result":{"role":"ROLE_AGENT","messageId":"r","parts":[{"text":"ok"}]}}'
+    json_headers = Headers([("content-type", "application/json")])
+    return HttpExchange(
+        "x", "POST", url, json_headers, body, status=200, response_headers=json_headers, response_body=reply
+    )
+
+
+@pytest.mark.parametrize("url", ["http://u:SECRET1@[::1/a2a", "http://[/", "http://h\uff03x/a2a"])
+def test_an_exchange_with_a_broken_url_is_kept_with_an_anomaly(url: str) -> None:
+    """classify's and agent_of's urlsplit raised "Invalid IPv6 URL": the worker's failure row too (its
+    fallback parsed the same URL), so the exchange was lost."""
+    from converse_tap.a2a.extract import extract, failed_extraction
+    from converse_tap.a2a.redact import TextPolicy
+
+    ext = extract(_exchange(url), TextPolicy())
+    assert ext is not None
+    row = ext.exchange
+    assert any(a.startswith("url_malformed:") for a in row["anomalies"])
+    assert "SECRET1" not in repr(row)
+    failed = failed_extraction(_exchange(url), ValueError("x")).exchange
+    assert "SECRET1" not in repr(failed)
