@@ -34,6 +34,7 @@ RESTART_BACKOFF = 1.0
 # a stream open) is at most this large once pickled; a larger one is bounded like any other, or the request body a
 # stream's start carries would let a flood of them grow the backlog without limit while the worker is behind
 FORCED_MAX = 64 * 1024
+GAP_EVERY = 1.0  # seconds between two notes of lost records sent to the worker (a `capture_gaps` row each)
 
 
 @dataclass
@@ -61,6 +62,9 @@ class Channel:
         self._watching = False
         self._down_until = 0.0
         self._closed = False
+        # records lost since the last note, by reason: [records, bytes, first lost at, last lost at]
+        self._gaps: dict[str, list[float]] = {}
+        self._gap_due = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -90,6 +94,8 @@ class Channel:
             return None
         self._closed = True
         self._unwatch()
+        if self._proc is not None:
+            self._send_gaps()
         self._drain_blocking(timeout)
         proc = self._proc
         with contextlib.suppress(OSError):
@@ -111,10 +117,12 @@ class Channel:
             return False
         if self._proc is None and not self._restart():  # a dead worker shows as a failed write
             self.stats.dropped += 1
+            self._lost("worker_down", 1, 0)
             return False
         data = pickle.dumps(record, protocol=5)
         if (not force or len(data) > FORCED_MAX) and self._backlog + len(data) + 4 > self.max_backlog:
             self.stats.dropped += 1
+            self._lost("recorder_backlog_full", 1, len(data))
             if self.stats.dropped == 1 or self.stats.dropped % 10_000 == 0:
                 log.warning(
                     "converse-tap: the recording worker is behind by %d bytes; %d records dropped so far "
@@ -123,12 +131,29 @@ class Channel:
                     self.stats.dropped,
                 )
             return False
+        if self._gaps and time.monotonic() >= self._gap_due:
+            self._send_gaps()
         self.stats.records += 1
         self._buf.append(_LEN.pack(len(data)))
         self._buf.append(data)
         self._backlog += len(data) + 4
         self._schedule()
         return True
+
+    def _lost(self, reason: str, records: int, nbytes: int) -> None:
+        now = time.time()
+        gap = self._gaps.setdefault(reason, [0, 0, now, now])
+        gap[0] += records
+        gap[1] += nbytes
+        gap[3] = now
+
+    def _send_gaps(self) -> None:
+        """What was lost since the last note, to the worker, which writes it into the dataset (`capture_gaps`):
+        a few small records, past a full backlog, at most every GAP_EVERY seconds."""
+        for reason, (records, nbytes, first, last) in self._gaps.items():
+            self._send_now(("g", reason, int(records), int(nbytes), first, last))
+        self._gaps.clear()
+        self._gap_due = time.monotonic() + GAP_EVERY
 
     def _send_now(self, record: tuple[Any, ...]) -> None:
         data = pickle.dumps(record, protocol=5)
@@ -209,6 +234,9 @@ class Channel:
     def _died(self, error: BaseException) -> None:
         self._unwatch()
         self.stats.lost_in_flight += self._backlog
+        # the records queued (their length prefixes are the 4-byte buffers), and those the worker had read and
+        # not yet journaled, which no one can count
+        self._lost("worker_died", sum(1 for b in self._buf if len(b) == 4), self._backlog)
         code = self._proc.poll() if self._proc is not None else None
         log.error(
             "converse-tap: the recording worker stopped (%s, exit %s); %d bytes of records in flight are lost. "

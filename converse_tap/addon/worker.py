@@ -30,7 +30,7 @@ from ..a2a.sse import SseParser
 from ..export.live import LiveExport
 from ..store import objstore
 from ..store.recovery import recover
-from ..store.writer import DatasetWriter
+from ..store.writer import CaptureGap, DatasetWriter
 from .bypass import BypassCheck
 from .flows import PREFIX, _addr, _body
 from .summary import summary_lines
@@ -139,6 +139,9 @@ class Worker:
                 self._chunk(stream, record[2], record[3])
         elif kind == "e":
             self._close(*record[1:])
+        elif kind == "g":  # records the proxy lost: a `capture_gaps` row
+            _, reason, records, nbytes, first, last = record
+            self.writer.write(CaptureGap(reason, records, nbytes, first, last))
 
     def _exchange(self, fid: str, req: tuple[Any, ...], resp: tuple[Any, ...] | None, err: Any) -> HttpExchange:
         method, (scheme, host, port, path), version, fields, body, body_len, ts_start, client, server, _reverse = req

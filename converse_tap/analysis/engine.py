@@ -61,6 +61,7 @@ from .sources import (
     _replies_arrow,
     _scan_sql,
     _window_sql,
+    capture_gap_notes,
 )
 
 DEFAULT_MEMORY_LIMIT = "500MB"  # with the rest of the process, a report stays under 1 GiB (performance.md)
@@ -208,7 +209,9 @@ class Engine:
     def reading_notes(self) -> list[str]:
         """What a reader of the report must know about what was read: foreign files skipped, journaled rows."""
         notes = [f"skipped {path}: {why}, not a file of this dataset" for path, why in self.skipped]
-        return notes + journal_notes(self.journals, self.root)
+        gaps = self.listed.get("capture_gaps")
+        lost = capture_gap_notes(self.root, gaps.files if gaps else [], self.journals.tables.get("capture_gaps", []))
+        return notes + journal_notes(self.journals, self.root) + lost
 
     def close(self) -> None:
         """Close the connection and remove the spill directory."""

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..store import objstore
-from ..store.reader import Journals, TableFiles, read_journals, table_files
+from ..store.reader import Journals, TableFiles, read_journals, read_table, table_files
 from ..store.schema import TABLES
 from .facts_sql import REPLY_COLUMNS, REPLY_VALUES
 from .load import MESSAGE_COLUMNS, Window
@@ -130,3 +130,32 @@ def _replies_arrow(replies: pd.DataFrame) -> pa.Table:
             col = pd.Series(range(len(replies)))
         out = out.append_column(name, pa.array(col, type=t, from_pandas=True))
     return out.select(REPLY_COLUMNS)
+
+
+_GAP_REASONS = {
+    "recorder_backlog_full": "the recording worker was behind and the proxy's backlog full",
+    "worker_down": "the recording worker was down",
+    "worker_died": "the recording worker died with them in flight",
+}
+
+
+def capture_gap_notes(root: str | Path, files: list[str], journaled: list[pa.Table]) -> list[str]:
+    """What a reader must know about records the recorder lost (the `capture_gaps` table): how many, why and
+    when, so that no figure of that period reads as complete."""
+    if not files and not journaled:
+        return []
+    parts = [read_table(root, "capture_gaps", files=files)] if files else []
+    columns = ["reason", "records", "ts_from", "ts_to"]
+    parts += journaled
+    schema = pa.schema([TABLES["capture_gaps"].field(c) for c in columns])
+    frame = pa.concat_tables([p.select(columns).cast(schema) for p in parts]).to_pandas()
+    notes = []
+    for reason, group in frame.groupby(frame["reason"].astype(str), sort=True):
+        first, last = group["ts_from"].min(), group["ts_to"].max()
+        when = "" if pd.isna(first) else f" between {first:%Y-%m-%d %H:%M:%S} and {last:%Y-%m-%d %H:%M:%S} UTC"
+        why = _GAP_REASONS.get(reason, reason)
+        notes.append(
+            f"the recorder lost {int(group['records'].sum())} capture records{when} ({why}): "
+            "figures for that period undercount"
+        )
+    return notes

@@ -155,9 +155,28 @@ AGENT_CARDS = pa.schema(
     ]
 )
 
-TABLES: dict[str, pa.Schema] = {"exchanges": EXCHANGES, "messages": MESSAGES, "agent_cards": AGENT_CARDS}
+# what a recorder lost before it became rows, so that a report over the dataset can say which figures undercount
+# (one row per note: the proxy sends one at most every second while it loses records)
+CAPTURE_GAPS = pa.schema(
+    [
+        _f("exchange_id", _STR, False),  # the note's own id (every table is keyed by this column)
+        _f("ts", _TS, False),  # when the note was written
+        _f("ts_from", _TS),  # the first record lost
+        _f("ts_to", _TS),  # the last record lost
+        _f("reason", _DICT, False),  # recorder_backlog_full | worker_down | worker_died
+        _f("records", pa.int64()),  # capture records lost: exchanges, or a stream's start, chunks and end
+        _f("bytes", pa.int64()),
+    ]
+)
+
+TABLES: dict[str, pa.Schema] = {
+    "exchanges": EXCHANGES,
+    "messages": MESSAGES,
+    "agent_cards": AGENT_CARDS,
+    "capture_gaps": CAPTURE_GAPS,
+}
 # the column whose UTC date names a row's partition
-PARTITION_TS = {"exchanges": "ts_start", "messages": "ts", "agent_cards": "ts"}
+PARTITION_TS = {"exchanges": "ts_start", "messages": "ts", "agent_cards": "ts", "capture_gaps": "ts"}
 
 
 def with_version(schema: pa.Schema) -> pa.Schema:

@@ -30,6 +30,30 @@ _STOP = object()
 Job = Callable[[], Extraction | None]
 
 
+@dataclass(frozen=True, slots=True)
+class CaptureGap:
+    """Records a recorder lost before they became rows (a `capture_gaps` row): written like any row, so a report
+    can say which period its figures undercount."""
+
+    reason: str
+    records: int
+    bytes: int
+    ts_from: float | None
+    ts_to: float | None
+
+    def row(self) -> dict[str, Any]:
+        now = time.time()
+        return {
+            "exchange_id": f"gap-{os.getpid()}-{time.time_ns()}",
+            "ts": now,
+            "ts_from": self.ts_from,
+            "ts_to": self.ts_to,
+            "reason": self.reason,
+            "records": self.records,
+            "bytes": self.bytes,
+        }
+
+
 @dataclass
 class WriterStats:
     exchanges: int = 0
@@ -134,10 +158,10 @@ class DatasetWriter:
         self._thread = threading.Thread(target=self._run, name=f"converse-tap-writer-{self.id}", daemon=True)
         self._thread.start()
 
-    def submit(self, job: Job | Extraction) -> None:
+    def submit(self, job: Job | Extraction | CaptureGap) -> None:
         self._queue.put(job)
 
-    def write(self, item: Job | Extraction) -> None:
+    def write(self, item: Job | Extraction | CaptureGap) -> None:
         """`submit` for a writer started with `thread=False`: take the rows now, journal them every flush
         interval, roll over as the thread would."""
         self._take(item)
@@ -229,7 +253,12 @@ class DatasetWriter:
         if self._rollover_due():
             self._rollover()
 
-    def _take(self, item: Job | Extraction) -> None:
+    def _take(self, item: Job | Extraction | CaptureGap) -> None:
+        if isinstance(item, CaptureGap):
+            rows = [item.row()]
+            to_micros(rows, TS_COLUMNS["capture_gaps"])
+            self._pending["capture_gaps"].extend(rows)
+            return
         try:
             ext = item() if callable(item) else item
         except Exception:  # a bug in extraction must cost one exchange, never the writer

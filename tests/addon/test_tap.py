@@ -361,3 +361,48 @@ def test_a_client_spoofing_an_agent_reply_moves_no_figure(tap) -> None:
     report = build_report(Engine.over_dataset(out))
     coverage = {k: v["count"] for k, v in report["coverage"]["by_coverage"].items() if v["count"]}
     assert coverage == {"partial": 1}
+
+
+def test_records_the_proxy_drops_are_written_down_and_reported(tmp_path: Path) -> None:
+    """While the worker was behind, records the proxy dropped were counted in its log and nowhere else: a report
+    over the dataset gave its figures as if the capture were whole. Now each loss becomes a `capture_gaps` row,
+    and the report says how many records were lost, when and why."""
+    import asyncio
+
+    from converse_tap.addon.channel import Channel
+    from converse_tap.addon.tap import ConverseTap, _response_head
+    from converse_tap.analysis.engine import Engine
+    from converse_tap.analysis.report import build_report
+
+    config = {
+        **{"dir": str(tmp_path / "data"), "text": "keep", "salt": "", "summary": "off"},
+        **{"flush_interval": 0.05, "rollover_rows": 1000, "rollover_seconds": 300.0},
+        **{"max_body": 1 << 20, "max_events": 100},
+    }
+    tap = ConverseTap()
+    records = []
+    for i in range(200):
+        flow = a2a_flow(response=jsonrpc_result({"message": agent_message(f"m-{i}")}))
+        flow.id = f"flow-{i}"
+        resp = flow.response
+        response = (*_response_head(resp), resp.timestamp_end, resp.raw_content, len(resp.raw_content or b""))
+        records.append(("x", flow.id, tap._request(flow), response, None))
+    channel = Channel(config, max_backlog=64 << 10)
+    channel.start()
+
+    async def burst() -> int:  # one turn of the event loop: nothing reaches the pipe meanwhile
+        sent = sum(channel.send(r) for r in records)
+        channel.send(("e", "nobody", (None, None), None, False), force=True)  # a later record carries the note
+        return sent
+
+    try:
+        sent = asyncio.run(burst())
+    finally:
+        assert channel.close() == 0
+    dropped = len(records) - sent
+    assert 0 < dropped == channel.stats.dropped
+    gaps = load(tmp_path / "data", "capture_gaps")
+    assert (gaps["reason"].astype(str).tolist(), gaps["records"].tolist()) == (["recorder_backlog_full"], [dropped])
+    assert len(load(tmp_path / "data", "exchanges")) == sent
+    notes = build_report(Engine.over_dataset(tmp_path / "data"))["dataset"]["notes"]
+    assert any(f"the recorder lost {dropped} capture records between " in n for n in notes), notes

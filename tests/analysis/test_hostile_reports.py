@@ -114,7 +114,8 @@ def test_text_outputs_show_controls_as_escapes(hostile: Path) -> None:
         assert "\x1b" not in out and "\r" not in out and "\u202e" not in out, name
     # the escapes are visible, so the payload is seen for what it is
     assert "\\x1b[2J\\x1b]0;owned\\x07\\x9b31m\\rERASED\\x08\\u202egnp.exe\\u2066\\x00" in outputs["report"]
-    assert all("\\x1b[2J\\x1b]0;owned" in out for out in outputs.values())  # agent key and card name
+    # the card name, and the agent key (whose URL path has its control characters percent-encoded)
+    assert all("\\x1b[2J\\x1b]0;owned" in out or "%1B[2J%1B]0;owned" in out for out in outputs.values())
     # and JSON stays exact: it is data, not display
     exact = invoke("report", str(hostile), "--format", "json").stdout
     assert PAYLOADS[-1] in json.loads(exact)["coverage"]["by_reason"]

@@ -21,7 +21,7 @@ def test_v1_dataset_loads_with_every_current_column() -> None:
     for table, schema in TABLES.items():
         frame = load(V1, table)
         assert set(schema.names) <= set(frame.columns)
-        assert len(frame) > 0
+        assert len(frame) > 0 or table == "capture_gaps"  # a recorder that lost nothing writes no such rows
 
 
 def test_v1_dataset_reports_what_it_reported_when_written() -> None:

@@ -94,7 +94,7 @@ def _killed_writer(root: Path) -> None:
 def test_journals_of_a_killed_writer_are_recovered(tmp_path: Path) -> None:
     _killed_writer(tmp_path)
     assert list(tmp_path.rglob("*.arrows"))
-    assert recover(tmp_path) == {"exchanges": 7, "messages": 14, "agent_cards": 0}
+    assert recover(tmp_path) == {"exchanges": 7, "messages": 14, "agent_cards": 0, "capture_gaps": 0}
     assert len(load(tmp_path, "exchanges")) == 7
     assert not list(tmp_path.rglob("*.arrows")) and not list((tmp_path / "_journal").iterdir())
 
@@ -122,7 +122,7 @@ def test_a_live_writers_journal_is_left_alone(tmp_path: Path) -> None:
     w.start()
     w.submit(extraction())
     w.flush()
-    assert recover(tmp_path) == {"exchanges": 0, "messages": 0, "agent_cards": 0}
+    assert recover(tmp_path) == {"exchanges": 0, "messages": 0, "agent_cards": 0, "capture_gaps": 0}
     w.close()
     assert len(load(tmp_path, "exchanges")) == 1
 
@@ -203,6 +203,7 @@ def test_rows_to_batch_is_from_pylist(tmp_path: Path) -> None:
     from converse_tap.addon.flows import exchange_from_flow
     from converse_tap.store.batches import TS_COLUMNS, UNSTORABLE, rows_to_batch, to_micros
     from converse_tap.store.schema import TABLES
+    from converse_tap.store.writer import CaptureGap
     from tests.captures import write_capture
     from tests.golden.sample import sample_flows
 
@@ -210,6 +211,7 @@ def test_rows_to_batch_is_from_pylist(tmp_path: Path) -> None:
     exts = [e for e in (extract(x, TextPolicy()) for x in exchanges) if e is not None]
     rows = {"exchanges": [e.exchange for e in exts], "messages": [m for e in exts for m in e.messages]}
     rows["agent_cards"] = [c for e in exts for c in e.agent_cards]
+    rows["capture_gaps"] = [CaptureGap("recorder_backlog_full", i, i * 100, 1.0 + i, 2.0 + i).row() for i in range(20)]
     for table, schema in TABLES.items():
         to_micros(rows[table], TS_COLUMNS[table])
         assert len(rows[table]) > 10, table
