@@ -23,6 +23,7 @@ from .constants import CONVERSE_URI, JSONRPC_V1_METHODS
 from .exchange import HttpExchange
 from .grpc_frames import GrpcFrame, parse_frames
 from .headers import Headers, split_uris
+from .redact import NO_OPERATOR_PATTERNS, Redaction
 
 PACKAGES = {"lf.a2a.v1": "v1.0", "a2a.v1": "v0.3"}  # the a2a-sdk's A2AService packages -> dialect
 _PATH = re.compile(r"^/(?P<package>[A-Za-z_][\w.]*)\.A2AService/(?P<method>[A-Za-z_]\w*)$")
@@ -281,7 +282,13 @@ def message_payload(
 
 
 def extract_grpc_response(
-    ex: HttpExchange, req: A2ARequest, row: dict[str, Any], payload: Payload, max_message: int, seen: int = 0
+    ex: HttpExchange,
+    req: A2ARequest,
+    row: dict[str, Any],
+    payload: Payload,
+    max_message: int,
+    seen: int = 0,
+    redaction: Redaction = NO_OPERATOR_PATTERNS,
 ) -> None:
     """Fill `row` from a gRPC response: each message through `payload(doc, index, error, ts)`, then the status.
 
@@ -291,7 +298,8 @@ def extract_grpc_response(
     trailers = ex.response_trailers
     if trailers is not None:
         echoed = split_uris(
-            row["extensions_echoed"] + trailers.get_all("a2a-extensions") + trailers.get_all("x-a2a-extensions")
+            row["extensions_echoed"] + trailers.get_all("a2a-extensions") + trailers.get_all("x-a2a-extensions"),
+            redaction,
         )
         row["extensions_echoed"] = echoed
         row["converse_echoed"] = CONVERSE_URI in echoed
@@ -326,6 +334,6 @@ def extract_grpc_response(
         row.update(
             error_code=status.code,
             error_status=status.name,
-            error_message=status.message,
+            error_message=None if status.message is None else redaction.log_text(status.message),
             error_reason=status.reason,
         )

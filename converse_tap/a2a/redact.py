@@ -44,7 +44,19 @@ _PATH_PARAM = re.compile(r";([^;/=?#]*)=([^;/?#]*)")
 # was scanned from each of its word starts to the end of the run, O(n²) (16 KB took seconds). The whole run
 # before `://` is the scheme; userinfo after any run goes (also after `_` or a digit, where `\b[a-z]` missed it)
 _TEXT_USERINFO = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z0-9+.-]*://)[^/\s@'\"<>]*@")
-_TEXT_URL = re.compile(r"(?i)(?<![a-z0-9+.-])[a-z0-9+.-]*://[^\s'\"<>]+")
+# a URL in free text: `scheme://…`, and the forms WHATWG parsers (browsers, SDKs) also read as URLs of the special
+# schemes: `http:/\\u:pw@h`, `http:\\\\h`, `http:u:pw@h` (one with an `@` before the next space)
+_TEXT_URL = re.compile(
+    r"(?i)(?<![a-z0-9+.-])(?:[a-z0-9+.-]*://|(?:https?|wss?|ftp):(?:[/\\]+|(?=[^\s'\"<>/\\]*@)))[^\s'\"<>]+"
+)
+
+
+_URLISH = re.compile(r"://|(?i:https?|wss?|ftp):")
+
+
+def might_hold_url(text: str) -> bool:
+    """Whether `text` may hold a URL that `log_text` would change (`scheme://`, or a special scheme's `http:`)."""
+    return _URLISH.search(text) is not None
 
 
 def is_secret_name(name: str) -> bool:
@@ -188,7 +200,7 @@ class Redaction:
         """Free text such as a log line: every URL in it redacted, userinfo anywhere dropped, shapes replaced."""
         if not self.patterns:  # built-in rules only: a pure function of the text
             return _builtin_text(text)
-        if "://" in text:
+        if ":" in text:
             text = _TEXT_USERINFO.sub(r"\1", _TEXT_URL.sub(lambda m: self.url(m.group(0)), text))
         return self.text(redact_shapes(text))
 
@@ -212,7 +224,7 @@ class Redaction:
         for s in strings:
             if s in clean:
                 continue
-            if ("://" in s or search(s)) and self.log_text(s) != s:  # only a URL or a shape's run can change
+            if (might_hold_url(s) or search(s)) and self.log_text(s) != s:  # only a URL or a shape's run can change
                 return True
             if len(s) <= SHORT_TEXT:
                 if len(clean) >= _UNCHANGED_MAX:
@@ -280,7 +292,7 @@ _UNCHANGED_MAX = 8192
 @cached_for_short(8192)
 def _builtin_text(text: str) -> str:
     """`Redaction.log_text` without operator patterns."""
-    if "://" in text:
+    if ":" in text:
         text = _TEXT_USERINFO.sub(r"\1", _TEXT_URL.sub(lambda m: _builtin(m.group(0)), text))
     return redact_shapes(text)
 
@@ -309,7 +321,7 @@ def redact_card_json(card: Any, redaction: Redaction = NO_OPERATOR_PATTERNS, tex
     has it already."""
     if text is None:
         text = stored_json(card)
-    if not redaction.patterns and "://" not in text:
+    if not redaction.patterns and not might_hold_url(text):
         return text  # the common case, without walking the document
     if not redaction.changes(card):
         return text  # nothing to redact: the copy would serialise to the same text

@@ -11,7 +11,7 @@ from .classify import A2ARequest
 from .envelope import empty_envelope, find_envelope, flatten_envelope
 from .exchange import HttpExchange
 from .objects import Sighting, Walk, extensions_of, get, normalise_role, part_kind, parts_of, text_of, walk_result
-from .redact import Redaction, TextPolicy, redact_card_json
+from .redact import Redaction, TextPolicy, might_hold_url, redact_card_json
 
 MESSAGE_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
 _NO_ENVELOPE = empty_envelope()  # the envelope columns of a message without one (never mutated)
@@ -162,7 +162,7 @@ class Ctx:
             for c in env.get("citations") or []:
                 c["source_url"] = self.redaction.maybe_url(c["source_url"])
             stored = env.get("envelope_json")
-            if stored is not None and (self.redaction.patterns or "://" in stored):  # else nothing to redact
+            if stored is not None and (self.redaction.patterns or might_hold_url(stored)):  # else nothing to redact
                 env["envelope_json"] = redact_card_json(raw, self.redaction, stored)
         if (
             not present
@@ -199,7 +199,7 @@ class Ctx:
                 "text": self.policy.apply(text),
                 "text_length": None if text is None else len(text),
                 "part_kinds": [part_kind(p) for p in parts],
-                "extensions": exts,
+                "extensions": [self.redaction.url(e) for e in exts],
                 "has_envelope": present,
                 **env,
                 "anomalies": anomalies,

@@ -73,7 +73,7 @@ def test_odd_urls_never_raise_and_redact_to_a_url_every_parser_reads(url: str) -
         ("http://xn--a.com/", ["url_malformed:idna"]),
         ("http://" + "a" * 64 + "\u00e9.test/", ["url_malformed:idna"]),
         ("http://h<x>/", ["url_malformed:host"]),
-        ("http://" + "a" * 9000, ["url_malformed:too_long"]),
+        ("http://h/" + "a" * 9000, ["url_malformed:too_long"]),
     ],
 )
 def test_problems_name_what_is_odd(url: str, found: list[str]) -> None:
@@ -206,3 +206,29 @@ def test_an_exchange_with_a_broken_url_is_kept_with_an_anomaly(url: str) -> None
     assert "SECRET1" not in repr(row)
     failed = failed_extraction(_exchange(url), ValueError("x")).exchange
     assert "SECRET1" not in repr(failed)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "connect to http:/\\u:SECRET1@h/x failed",
+        "connect to http:u:SECRET1@h/x failed",
+        "see https://h\\u:SECRET1@evil/x",
+    ],
+)
+def test_log_text_reads_the_urls_a_whatwg_parser_reads(text: str) -> None:
+    """Error messages and log lines: `http:/\\u:pw@h` is a URL with userinfo to a browser or an SDK, and was
+    left whole (only `scheme://` was looked for)."""
+    from converse_tap.a2a.redact import NO_OPERATOR_PATTERNS
+
+    assert "SECRET1" not in NO_OPERATOR_PATTERNS.log_text(text)
+
+
+def test_extension_uris_are_redacted() -> None:
+    """Extension URIs (the A2A-Extensions header, a message's `extensions`) were stored as sent."""
+    from converse_tap.a2a.headers import split_uris
+
+    assert split_uris(["https://ext.test/x?token=SECRET1, https://u:SECRET2@ext.test/y"]) == [
+        f"https://ext.test/x?token={REDACTED}",
+        "https://ext.test/y",
+    ]
