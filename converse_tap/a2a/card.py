@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from . import urls
 from .constants import CONVERSE_URI
 from .redact import NO_OPERATOR_PATTERNS, Redaction, redact_card_json
 
@@ -34,8 +35,14 @@ def card_fields(card: Any, anomalies: list[str], redaction: Redaction = NO_OPERA
     documentation, provider...) is redacted first.
     """
     out = _fields(card, anomalies)
-    for itf in out["interfaces"]:
+    for i, itf in enumerate(out["interfaces"]):
+        # a gRPC interface may be written `host:port`: no scheme is no oddity there
+        found = urls.anomalies(itf["url"], f"interfaces[{i}].url")
+        anomalies += [a for a in found if not a.startswith(("url_malformed:scheme:", "url_malformed:no_scheme:"))]
         itf["url"] = redaction.maybe_url(itf["url"])
+    anomalies += urls.anomalies(out["mcp_url"], "mcp.url") + urls.anomalies(
+        out["mcp_server_card_url"], "mcp.serverCardUrl"
+    )
     out["mcp_url"] = redaction.maybe_url(out["mcp_url"])
     out["mcp_server_card_url"] = redaction.maybe_url(out["mcp_server_card_url"])
     if out["card_json"] is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from . import urls
 from .constants import (
     AUTHORS,
     AVAILABILITY,
@@ -174,6 +175,9 @@ def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
                 if not isinstance(c, dict):
                     anomalies.append(f"wrong_type:citations[]={type(c).__name__}")
                     continue
+                source = c.get("sourceUrl")
+                if isinstance(source, str):
+                    anomalies += urls.anomalies(source, "citations[].sourceUrl")
                 rows.append(
                     {
                         "document_id": _text(c.get("documentId")),

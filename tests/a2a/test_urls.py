@@ -232,3 +232,27 @@ def test_extension_uris_are_redacted() -> None:
         f"https://ext.test/x?token={REDACTED}",
         "https://ext.test/y",
     ]
+
+
+def test_card_and_citation_urls_carry_their_anomalies() -> None:
+    """Odd URLs in a card (interfaces, MCP) or a citation were redacted but not flagged."""
+    from converse_tap.a2a.card import card_fields
+    from converse_tap.a2a.envelope import flatten_envelope
+    from tests.factories import EXT
+
+    card = {
+        "name": "c",
+        "supportedInterfaces": [
+            {"url": "http://[::1/a2a", "protocolBinding": "JSONRPC"},
+            {"url": "grpc.test:443", "protocolBinding": "GRPC"},
+        ],
+        "capabilities": {"extensions": [{"uri": EXT, "params": {"mcp": {"url": "javascript:alert(1)"}}}]},
+    }
+    anomalies: list[str] = []
+    card_fields(card, anomalies)
+    assert "url_malformed:ipv6:interfaces[0].url" in anomalies
+    assert "url_malformed:scheme:mcp.url" in anomalies
+    assert not any("interfaces[1]" in a for a in anomalies)
+    notes: list[str] = []
+    flatten_envelope({"citations": [{"sourceUrl": "https://h:x/\udcff"}]}, notes)
+    assert notes == ["url_not_utf8:citations[].sourceUrl", "url_malformed:port:citations[].sourceUrl"]

@@ -159,6 +159,14 @@ WRONG = st.one_of(
     st.lists(st.integers(), max_size=2),
     st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
 )
+# a value no envelope field may have (absent or empty is not wrong: the spec makes no field required)
+WRONG_ENVELOPE = st.one_of(
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(),
+    st.sampled_from(["\u00bf?", "\x1b[2J", "\ud800"]),
+    st.lists(st.integers(), min_size=1, max_size=2),
+)
 ENVELOPE_FIELDS = ["author", "answerCoverage", "ownership", "routine", "invocation", "citations"]
 CARD_FIELDS = [
     "name",
@@ -202,7 +210,7 @@ def cases(draw: st.DrawFn) -> Case:
     malformed: list[str] = []
     env: Any = envelope(citations=[{"documentId": "d", "title": "t", "sourceUrl": secret_url}])
     if draw(st.booleans()):
-        env[draw(st.sampled_from(ENVELOPE_FIELDS))] = draw(WRONG)
+        env[draw(st.sampled_from(ENVELOPE_FIELDS))] = draw(WRONG_ENVELOPE)
         malformed.append("message")
     headers = [
         ("content-type", "application/json"),
@@ -305,6 +313,7 @@ def cases(draw: st.DrawFn) -> Case:
         msg = pb.Message(message_id="a-1", context_id="c-1", role=pb.ROLE_AGENT, parts=[pb.Part(text="Ok")])
         msg.extensions.extend(exts)
         msg.metadata.update({EXT: envelope(citations=[{"documentId": "d", "sourceUrl": secret_url}])})
+        malformed = [m for m in malformed if m != "message"]  # this envelope is not the mutated one
         data = pb.SendMessageResponse(message=msg).SerializeToString()
         flag = draw(st.sampled_from([0, 0, 1, 2, 255]))
         delta = draw(st.sampled_from([0, 0, -1, 1, 1 << 20]))
@@ -321,7 +330,7 @@ def cases(draw: st.DrawFn) -> Case:
         chunks = _split(reply, draw(st.lists(st.integers(min_value=0, max_value=1 << 12), max_size=6)))
     # the bytes themselves: cut, or a byte changed
     if body is not None and draw(st.integers(0, 9)) == 0:
-        body = body[: draw(st.integers(0, len(body)))]
+        body = body[: draw(st.integers(1, max(1, len(body) - 1)))]
     if kind != "grpc" and draw(st.integers(0, 5)) == 0:
         cut = draw(st.integers(1, max(1, len(reply) - 1)))
         reply = reply[:cut]
@@ -329,7 +338,8 @@ def cases(draw: st.DrawFn) -> Case:
             chunks = _split(reply, [cut // 2])
         if kind != "stream":
             malformed.append("exchange")
-    path = junk + secret_path + path
+    if kind != "grpc":  # a gRPC path is exactly /<package>.A2AService/<Method>
+        path = junk + secret_path + path
     if secret_query:
         path += "?" + secret_query
     if host not in ("agent.test", "AGENT.test", "[::1]", "[fe80::1%25eth0]", "\u00e9x.test", "a..b"):
