@@ -45,9 +45,10 @@ _PATH_PARAM = re.compile(r";([^;/=?#]*)=([^;/?#]*)")
 # before `://` is the scheme; userinfo after any run goes (also after `_` or a digit, where `\b[a-z]` missed it)
 _TEXT_USERINFO = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z0-9+.-]*://)[^/\s@'\"<>]*@")
 # a URL in free text: `scheme://…`, and the forms WHATWG parsers (browsers, SDKs) also read as URLs of the special
-# schemes: `http:/\\u:pw@h`, `http:\\\\h`, `http:u:pw@h` (one with an `@` before the next space)
+# schemes: `http:/\\u:pw@h`, `http:\\\\h`, `http:u:pw@h` (an `@` within 256 characters: a bounded look, so that
+# `http:http:http:…` is not scanned to its end from each of its colons)
 _TEXT_URL = re.compile(
-    r"(?i)(?<![a-z0-9+.-])(?:[a-z0-9+.-]*://|(?:https?|wss?|ftp):(?:[/\\]+|(?=[^\s'\"<>/\\]*@)))[^\s'\"<>]+"
+    r"(?i)(?<![a-z0-9+.-])(?:[a-z0-9+.-]*://|(?:https?|wss?|ftp):(?:[/\\]+|(?=[^\s'\"<>/\\@]{0,256}@)))[^\s'\"<>]+"
 )
 
 
