@@ -7,10 +7,13 @@ carry userinfo, which mitmproxy never forwards)."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+import brotli
 from a2a.types import a2a_pb2 as pb
 from hypothesis import strategies as st
 
@@ -29,7 +32,10 @@ SECRET_URL_PARTS = [  # (path prefix, query) pairs a redactor must recognise wha
     ("", f"token={MARK}2&tenant=t1"),
     ("", f"api_key={MARK}3"),
     ("", f"x=1&access_token={MARK}4"),
+    ("", f"t=tenant-{MARK}o2&x=1"),  # the operator's pattern (OPERATOR_PATTERNS) finds this one
 ]
+OPERATOR_PATTERNS = [r"tenant-(\w+)"]
+HEADER_JUNK = ["", "\x00", "\udcff", ",,,", " " * 5, "a" * 3000, "http://[::1", "\u202e", "urn:x:y"]
 SECRET_URLS = [  # URLs inside documents: card interfaces, MCP, citations, extension URIs, error messages
     f"https://user:{MARK}5@agent.test/a2a",
     f"https://agent.test/a2a?token={MARK}6",
@@ -71,7 +77,8 @@ class Case:
     status: int | None
     response_headers: list[tuple[str, str]] = field(default_factory=list)
     response_body: bytes = b""
-    chunks: list[bytes] | None = None  # a stream: the response body in these pieces
+    decoded_body: bytes | None = None  # the response body once content-decoded (None: it does not decode)
+    chunks: list[bytes] | None = None  # a stream: the response body in these pieces (as sent)
     trailers: list[tuple[str, str]] | None = None
     error: str | None = None
     userinfo: str = ""  # only in the URL ingest sees
@@ -83,7 +90,8 @@ class Case:
 
     def exchange(self, fid: str) -> HttpExchange:
         """As ingest reads it from a HAR or flow file."""
-        body = self.response_body if self.chunks is None else b"".join(self.chunks)
+        body = self.decoded_body  # ingest decodes it (flowfile, harfile): the extractor sees decoded bytes
+        anomalies = [] if body is not None or self.status is None else ["response_content_encoding_invalid"]
         return HttpExchange(
             id=fid,
             method=self.method,
@@ -100,8 +108,9 @@ class Case:
             ts_end=1.2,
             error=self.error,
             bytes_in=len(self.body or b""),
-            bytes_out=len(body),
+            bytes_out=len(self.response_body),
             source="ingest",
+            anomalies=anomalies,
         )
 
     def records(self, fid: str) -> list[tuple[Any, ...]]:
@@ -209,21 +218,26 @@ def cases(draw: st.DrawFn) -> Case:
     secret_url = draw(st.sampled_from(SECRET_URLS))
     malformed: list[str] = []
     env: Any = envelope(citations=[{"documentId": "d", "title": "t", "sourceUrl": secret_url}])
-    if draw(st.booleans()):
-        env[draw(st.sampled_from(ENVELOPE_FIELDS))] = draw(WRONG_ENVELOPE)
+    wrong_fields = draw(st.sampled_from([[], [], ["one"], ENVELOPE_FIELDS]))
+    for name in wrong_fields:  # one field of the wrong type, or every field
+        env[draw(st.sampled_from(ENVELOPE_FIELDS)) if name == "one" else name] = draw(WRONG_ENVELOPE)
+    if wrong_fields:
         malformed.append("message")
     headers = [
         ("content-type", "application/json"),
         ("authorization", f"Bearer {MARK}h1"),
         ("cookie", f"session={MARK}h2"),
         ("x-api-key", f"{MARK}h3"),
-        ("a2a-version", "0.3" if v03 else "1.0"),
-        ("a2a-extensions", f"{EXT}, {secret_url}"),
+        ("a2a-version", draw(st.sampled_from(["0.3" if v03 else "1.0"] * 3 + ["", " 0.", "\udcff", "9" * 300]))),
+        ("a2a-extensions", f"{EXT}, {secret_url}, tenant-{MARK}o1, " + draw(st.sampled_from(HEADER_JUNK))),
         ("traceparent", draw(st.sampled_from(["00-" + "a" * 32 + "-" + "b" * 16 + "-01", "zz", "\udcff", ""]))),
     ]
     exts = [EXT, secret_url]
     agent = _agent(v03, env, exts)
-    rh = [("content-type", "application/json"), ("a2a-extensions", f"{EXT},{secret_url}")]
+    rh = [
+        ("content-type", draw(st.sampled_from(["application/json"] * 4 + ["application/a2a+json; x", "\x00", ""]))),
+        ("a2a-extensions", f"{EXT},{secret_url}," + draw(st.sampled_from(HEADER_JUNK))),
+    ]
     status = 200
     chunks = None
     trailers = None
@@ -295,8 +309,8 @@ def cases(draw: st.DrawFn) -> Case:
             "tools": [{"toolName": "returns", "description": secret_url, "inputSchema": {"x": secret_url}}],
         }
         card = _card(secret_url, params)
-        if draw(st.booleans()):
-            card[draw(st.sampled_from(CARD_FIELDS))] = draw(WRONG)
+        for name in draw(st.sampled_from([[], ["one"], CARD_FIELDS])):
+            card[draw(st.sampled_from(CARD_FIELDS)) if name == "one" else name] = draw(WRONG)
         headers = [h for h in headers if h[0] != "content-type"]
         reply = json.dumps(card).encode()
     else:  # grpc
@@ -328,7 +342,14 @@ def cases(draw: st.DrawFn) -> Case:
             ("a2a-extensions", secret_url),
         ]
         chunks = _split(reply, draw(st.lists(st.integers(min_value=0, max_value=1 << 12), max_size=6)))
-    # the bytes themselves: cut, or a byte changed
+    # the bytes themselves: a byte changed or inserted, cut, compressed (well or badly)
+    if kind != "grpc" and draw(st.integers(0, 5)) == 0:
+        at = draw(st.integers(0, max(0, len(reply) - 1)))
+        reply = reply[:at] + draw(st.sampled_from([b"\x00", b"\xff", b"{", b"\n\n", b'"', b"\\u"])) + reply[at + 1 :]
+        if chunks is not None:
+            chunks = _split(reply, draw(st.lists(st.integers(min_value=0, max_value=1 << 16), max_size=8)))
+        elif kind != "card" and status == 200:
+            malformed.append("maybe")
     if body is not None and draw(st.integers(0, 9)) == 0:
         body = body[: draw(st.integers(1, max(1, len(body) - 1)))]
     if kind != "grpc" and draw(st.integers(0, 5)) == 0:
@@ -338,6 +359,13 @@ def cases(draw: st.DrawFn) -> Case:
             chunks = _split(reply, [cut // 2])
         if kind != "stream":
             malformed.append("exchange")
+    encoding = draw(st.sampled_from(["", "", "", "gzip", "deflate", "br", "gzip-corrupt", "x-unknown"]))
+    encoded = None
+    if encoding and kind != "grpc":
+        encoded = _encode(reply, encoding)
+        rh.append(("content-encoding", encoding.removesuffix("-corrupt")))
+        if chunks is not None:
+            chunks = _split(encoded, draw(st.lists(st.integers(min_value=0, max_value=1 << 16), max_size=8)))
     if kind != "grpc":  # a gRPC path is exactly /<package>.A2AService/<Method>
         path = junk + secret_path + path
     if secret_query:
@@ -354,13 +382,27 @@ def cases(draw: st.DrawFn) -> Case:
         body=body,
         status=draw(st.sampled_from([status, status, 400, 500, None])),
         response_headers=rh,
-        response_body=reply,
+        response_body=reply if encoded is None else encoded,
+        decoded_body=reply if encoding in ("", "gzip", "deflate", "br") else None,
         chunks=chunks,
         trailers=trailers,
         error=draw(st.sampled_from([None, None, f"connect to {secret_url} failed"])),
         userinfo=draw(st.sampled_from(["", f"user:{MARK}u1", f"{MARK}u2", f"a@b:{MARK}u3", f"u:{MARK}%40u4"])),
         malformed=malformed,
     )
+
+
+def _encode(data: bytes, encoding: str) -> bytes:
+    if encoding == "gzip":
+        return gzip.compress(data, mtime=0)
+    if encoding == "deflate":
+        return zlib.compress(data)
+    if encoding == "br":
+        return brotli.compress(data)
+    if encoding == "gzip-corrupt":
+        packed = gzip.compress(data, mtime=0)
+        return packed[:10] + bytes(b ^ 0x5A for b in packed[10:40]) + packed[40:]
+    return data  # an encoding nobody knows: the bytes as they are
 
 
 def _frame(data: bytes, flag: int, delta: int = 0) -> bytes:
