@@ -109,7 +109,7 @@ def cached_for_short(maxsize: int) -> Callable[[_F], _F]:
     return decorate
 
 
-_PLAIN = re.compile(r"[@;?#\\\[\x00-\x20\x7f-\x9f\ud800-\udfff]")  # a URL without these has nothing to take out
+_PLAIN = re.compile(r"[@;?#\\\[\]\x00-\x20\x7f-\x9f\ud800-\udfff]")  # a URL without these has nothing to take out
 
 
 def _query(query: str) -> str:

@@ -16,6 +16,8 @@ ODD_URLS = [
     "http://[::1/a2a",  # urlsplit: "Invalid IPv6 URL"
     "http://[/",
     "http://[::1]]/",
+    "http://W]:443/a",  # found by tests/fuzz/atheris_driver.py: a `]` alone went through the fast path whole
+    "http://a]b[c/",
     "http://[v1.x]/",
     "http://[fe80::1%25eth0]:8080/a",
     "http://[::1]:99999/a",
@@ -192,7 +194,9 @@ def _exchange(url: str) -> Any:
     )
 
 
-@pytest.mark.parametrize("url", ["http://u:SECRET1@[::1/a2a", "http://[/", "http://h\uff03x/a2a"])
+@pytest.mark.parametrize(
+    "url", ["http://u:SECRET1@[::1/a2a", "http://[/", "http://h\uff03x/a2a", "http://W]:443/message:send"]
+)
 def test_an_exchange_with_a_broken_url_is_kept_with_an_anomaly(url: str) -> None:
     """classify's and agent_of's urlsplit raised "Invalid IPv6 URL": the worker's failure row too (its
     fallback parsed the same URL), so the exchange was lost."""
