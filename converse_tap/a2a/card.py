@@ -7,6 +7,7 @@ from typing import Any
 
 from . import urls
 from .constants import CONVERSE_URI
+from .envelope import clip
 from .redact import NO_OPERATOR_PATTERNS, Redaction, redact_card_json
 
 # entries of each list a card row records (interfaces, skills, tools): `{}` is three bytes of a card, and each
@@ -153,7 +154,7 @@ def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
             continue
         schema = t.get("inputSchema")
         if schema is not None and not isinstance(schema, dict):
-            anomalies.append(f"card_tool_schema_not_object:{t.get('toolName')}")
+            anomalies.append(f"card_tool_schema_not_object:{clip(t.get('toolName'))}")
         required_fields = schema.get("required") if isinstance(schema, dict) else None
         out["tools"].append(
             {
@@ -167,5 +168,5 @@ def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
     out["unmatched_tools"] = [u for u in unmatched if u is not None]
     out["tools_match_skills"] = not unmatched
     for name in unmatched:
-        anomalies.append(f"card_tool_without_skill:{name}")
+        anomalies.append(f"card_tool_without_skill:{clip(name)}")
     return out
