@@ -58,13 +58,19 @@ class Url:
         return self.host if self.port is None else f"{self.host}:{self.port}"
 
 
-def _escape(m: re.Match[str]) -> str:
-    c = m.group()
+def _escaped(code: int) -> str:
+    c = chr(code)
     # surrogateescape'd bytes (not UTF-8 on the wire) come back as those bytes; other lone surrogates (a JSON
     # escape) as their UTF-8 form; controls as themselves
-    errors = "surrogateescape" if "\udc80" <= c <= "\udcff" else "surrogatepass"
-    raw = c.encode("utf-8", errors)
+    raw = c.encode("utf-8", "surrogateescape" if 0xDC80 <= code <= 0xDCFF else "surrogatepass")
     return "".join(f"%{b:02X}" for b in raw)
+
+
+# every character `_ODD` finds, percent-encoded: one `str.translate` (a URL of 64 Ki lone surrogates took
+# 0.35 s through a regular expression with a Python replacement per character, 0.025 s this way)
+_ESCAPES = {code: _escaped(code) for code in [*range(0x21), *range(0x7F, 0xA0), *range(0xD800, 0xE000)]}
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def carriable(url: str) -> tuple[str, list[str]]:
@@ -73,19 +79,16 @@ def carriable(url: str) -> tuple[str, list[str]]:
     if not _ODD.search(url):
         return url, problems
     stripped = url.strip(_EDGE)
-    if stripped != url:
+    if stripped != url or " " in stripped:
         problems.append("whitespace")
     if "\t" in stripped or "\n" in stripped or "\r" in stripped:
-        problems.append("control_character")
         stripped = stripped.replace("\t", "").replace("\n", "").replace("\r", "")
-    odd = set(_ODD.findall(stripped))
-    if any("\ud800" <= c <= "\udfff" for c in odd):
-        problems.append("not_utf8")
-    if " " in odd and "whitespace" not in problems:
-        problems.append("whitespace")
-    if any(c != " " and not ("\ud800" <= c <= "\udfff") for c in odd) and "control_character" not in problems:
         problems.append("control_character")
-    return _ODD.sub(_escape, stripped), problems
+    elif _CONTROL.search(stripped):
+        problems.append("control_character")
+    if _SURROGATE.search(stripped):
+        problems.append("not_utf8")
+    return stripped.translate(_ESCAPES), problems
 
 
 def _host_problems(host: str, special: bool, scheme: str) -> list[str]:
