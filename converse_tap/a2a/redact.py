@@ -122,8 +122,18 @@ def _query(query: str) -> str:
         if is_secret_name(unquote_plus(name)):
             out.append(f"{name}={REDACTED}")
         else:
-            out.append(f"{name}{eq}{_query_part(value)}")
+            value = _query_part(value)
+            if ";" in value:  # `a=1;token=…`: servers that split queries at `;` too read a secret name here
+                value = _SEMI_PARAM.sub(_secret_param, value)
+            out.append(f"{name}{eq}{value}")
     return "&".join(out)
+
+
+_SEMI_PARAM = re.compile(r";([^;=]*)=([^;]*)")
+
+
+def _secret_param(m: re.Match[str]) -> str:
+    return f";{m.group(1)}={REDACTED}" if is_secret_name(unquote_plus(m.group(1))) else m.group(0)
 
 
 def _query_part(raw: str) -> str:

@@ -260,3 +260,18 @@ def test_card_and_citation_urls_carry_their_anomalies() -> None:
     notes: list[str] = []
     flatten_envelope({"citations": [{"sourceUrl": "https://h:x/\udcff"}]}, notes)
     assert notes == ["url_not_utf8:citations[].sourceUrl", "url_malformed:port:citations[].sourceUrl"]
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://h/a?a=1;token=SECRET1;b=2&c=3", f"http://h/a?a=1;token={REDACTED};b=2&c=3"),
+        ("http://h/a?q=1;%74oken=SECRET1", f"http://h/a?q=1;%74oken={REDACTED}"),
+        ("http://h/a?token=abc;SECRET1", f"http://h/a?token={REDACTED}"),
+        ("http://h/a?x=a;b", "http://h/a?x=a;b"),
+    ],
+)
+def test_query_parameters_after_a_semicolon_are_read_too(url: str, expected: str) -> None:
+    """Servers that split a query at `;` as well as `&` (Java servlet containers, older CGI) read `token` in
+    `?a=1;token=…`: its value was kept, as part of `a`'s."""
+    assert redact_url(url) == expected
