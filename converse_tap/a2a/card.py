@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from . import urls
 from .constants import CONVERSE_URI
+from .envelope import clip
 from .redact import NO_OPERATOR_PATTERNS, Redaction, redact_card_json, stored_json
 
 # entries of each list a card row records (interfaces, skills, tools): `{}` is three bytes of a card, and each
@@ -35,12 +37,13 @@ def card_fields(card: Any, anomalies: list[str], redaction: Redaction = NO_OPERA
     flattened from its redacted copy, so no column (name, skills, tool names, anomalies) keeps one.
     """
     card_json = None
+    out = _fields(card, anomalies)
+    _url_anomalies(out, anomalies)  # of the URLs as sent: a redacted copy of an odd URL may read as a sound one
     if isinstance(card, dict):
         text = stored_json(card)
         card_json = redact_card_json(card, redaction, text)
         if card_json is not text:
-            card = redaction.json_urls(card)
-    out = _fields(card, anomalies)
+            out = _fields(redaction.json_urls(card), [])  # its anomalies were noted from the card as sent
     for itf in out["interfaces"]:
         itf["url"] = redaction.maybe_url(itf["url"])
     out["mcp_url"] = redaction.maybe_url(out["mcp_url"])
@@ -55,6 +58,16 @@ def card_fields(card: Any, anomalies: list[str], redaction: Redaction = NO_OPERA
         if t["description"] is not None:
             t["description"] = redaction.log_text(t["description"])
     return out
+
+
+def _url_anomalies(out: dict[str, Any], anomalies: list[str]) -> None:
+    for i, itf in enumerate(out["interfaces"]):
+        # a gRPC interface may be written `host:port`: no scheme is no oddity there
+        found = urls.anomalies(itf["url"], f"interfaces[{i}].url")
+        anomalies += [a for a in found if not a.startswith(("url_malformed:scheme:", "url_malformed:no_scheme:"))]
+    anomalies += urls.anomalies(out["mcp_url"], "mcp.url") + urls.anomalies(
+        out["mcp_server_card_url"], "mcp.serverCardUrl"
+    )
 
 
 def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
@@ -153,7 +166,7 @@ def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
             continue
         schema = t.get("inputSchema")
         if schema is not None and not isinstance(schema, dict):
-            anomalies.append(f"card_tool_schema_not_object:{t.get('toolName')}")
+            anomalies.append(f"card_tool_schema_not_object:{clip(t.get('toolName'))}")
         required_fields = schema.get("required") if isinstance(schema, dict) else None
         out["tools"].append(
             {
@@ -167,5 +180,5 @@ def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
     out["unmatched_tools"] = [u for u in unmatched if u is not None]
     out["tools_match_skills"] = not unmatched
     for name in unmatched:
-        anomalies.append(f"card_tool_without_skill:{name}")
+        anomalies.append(f"card_tool_without_skill:{clip(name)}")
     return out

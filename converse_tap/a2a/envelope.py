@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from . import urls
 from .constants import (
     AUTHORS,
     AVAILABILITY,
@@ -41,6 +42,16 @@ ENVELOPE_FIELDS = (
 )
 
 
+DETAIL = 100  # characters of a value from the wire an anomaly quotes
+
+
+def clip(value: Any, limit: int = DETAIL) -> str:
+    """A value from the wire as an anomaly quotes it: at most `limit` characters, then how many more there were
+    (a 16 MiB `author` made a 16 MiB anomaly, in every row it was repeated in)."""
+    text = value if isinstance(value, str) else str(value)
+    return text if len(text) <= limit else f"{text[:limit]}…+{len(text) - limit}"
+
+
 def empty_envelope() -> dict[str, Any]:
     return dict.fromkeys(ENVELOPE_FIELDS)
 
@@ -66,10 +77,10 @@ def find_envelope(
         return True, metadata[CONVERSE_URI]
     for key in metadata:
         if isinstance(key, str) and key.rstrip("/").lower() == CONVERSE_URI.lower():
-            anomalies.append(f"envelope_key_variant:{key}")
+            anomalies.append(f"envelope_key_variant:{clip(key)}")
             return True, metadata[key]
         if isinstance(key, str) and key.startswith(CONVERSE_URI_BASE):
-            anomalies.append(f"envelope_other_version:{key}")
+            anomalies.append(f"envelope_other_version:{clip(key)}")
     if agent_side and CONVERSE_URI in extensions:
         anomalies.append("extension_listed_without_metadata")
     return False, None
@@ -88,7 +99,7 @@ def _str(env: dict[str, Any], key: str, where: str, anomalies: list[str]) -> str
 def _enum(env: dict[str, Any], key: str, where: str, allowed: frozenset[str], anomalies: list[str]) -> str | None:
     value = _str(env, key, where, anomalies)
     if value is not None and value not in allowed and isinstance(env.get(key), str):
-        anomalies.append(f"unknown_enum:{where}{key}={value}")
+        anomalies.append(f"unknown_enum:{where}{key}={clip(value)}")
     return value
 
 
@@ -157,7 +168,7 @@ def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
         if slots is not None:
             out["pending_required_open"] = sum(1 for s in slots if s["required"])
             if slots and out["routine_status"] != "waiting_for_input":
-                anomalies.append(f"pending_input_not_waiting:{out['routine_status']}")
+                anomalies.append(f"pending_input_not_waiting:{clip(out['routine_status'])}")
         if out["routine_name"] is None and out["routine_tool_name"] is None:
             anomalies.append("missing:routine.name")
 
@@ -174,6 +185,9 @@ def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
                 if not isinstance(c, dict):
                     anomalies.append(f"wrong_type:citations[]={type(c).__name__}")
                     continue
+                source = c.get("sourceUrl")
+                if isinstance(source, str):
+                    anomalies += urls.anomalies(source, "citations[].sourceUrl")
                 rows.append(
                     {
                         "document_id": _text(c.get("documentId")),

@@ -151,9 +151,9 @@ class Extractor:
         agent_url = redaction.url(req.agent_url)
         agent, agent_id = agent_of(agent_url)
         hdr = ex.request_headers
-        requested = split_uris(hdr.get_all("a2a-extensions") + hdr.get_all("x-a2a-extensions"))
+        requested = split_uris(hdr.get_all("a2a-extensions") + hdr.get_all("x-a2a-extensions"), redaction)
         resp_hdr = ex.response_headers
-        echoed = split_uris(resp_hdr.get_all("a2a-extensions") + resp_hdr.get_all("x-a2a-extensions"))
+        echoed = split_uris(resp_hdr.get_all("a2a-extensions") + resp_hdr.get_all("x-a2a-extensions"), redaction)
         converse_requested = CONVERSE_URI in requested
         content_type = (resp_hdr.get("content-type") or "").lower()
         row: dict[str, Any] = {
@@ -269,7 +269,7 @@ class Extractor:
             return _finish(self.out, walk, req, req.certain, self.ctx.redaction)
         content_type = row["content_type"] or ""
         if req.binding == "grpc":
-            extract_grpc_response(ex, req, row, self._grpc_payload, DEFAULT_MAX, self.n_events)
+            extract_grpc_response(ex, req, row, self._grpc_payload, DEFAULT_MAX, self.n_events, self.ctx.redaction)
             if ex.status >= 400 and row["error_code"] is None:
                 row["error_code"] = ex.status
             cut = any(a.startswith("grpc_frame_truncated") for a in row["anomalies"])

@@ -20,9 +20,11 @@ from urllib.parse import unquote
 from . import urls
 from .classify import A2ARequest
 from .constants import CONVERSE_URI, JSONRPC_V1_METHODS
+from .envelope import clip
 from .exchange import HttpExchange
 from .grpc_frames import GrpcFrame, parse_frames
 from .headers import Headers, split_uris
+from .redact import NO_OPERATOR_PATTERNS, Redaction
 
 PACKAGES = {"lf.a2a.v1": "v1.0", "a2a.v1": "v0.3"}  # the a2a-sdk's A2AService packages -> dialect
 _PATH = re.compile(r"^/(?P<package>[A-Za-z_][\w.]*)\.A2AService/(?P<method>[A-Za-z_]\w*)$")
@@ -166,12 +168,12 @@ def classify_grpc(url: str, headers: Headers, body: bytes | None, max_message: i
     anomalies: list[str] = []
     dialect = PACKAGES.get(package)
     if dialect is None:
-        anomalies.append(f"grpc_unknown_service:{package}.A2AService")
+        anomalies.append(f"grpc_unknown_service:{clip(package)}.A2AService")
         version = headers.get("a2a-version") or ""
         dialect = "v0.3" if version.strip().startswith("0.") else "v1.0"
     canonical = V03_METHODS.get(raw, raw) if dialect == "v0.3" else raw
     if method_descriptor(dialect, raw) is None or canonical not in JSONRPC_V1_METHODS:
-        anomalies.append(f"unknown_method:{raw}")
+        anomalies.append(f"unknown_method:{clip(raw)}")
     params = None
     if body is not None:
         frames, notes = parse_frames(body, max_message, headers.get("grpc-encoding") or "")
@@ -281,7 +283,13 @@ def message_payload(
 
 
 def extract_grpc_response(
-    ex: HttpExchange, req: A2ARequest, row: dict[str, Any], payload: Payload, max_message: int, seen: int = 0
+    ex: HttpExchange,
+    req: A2ARequest,
+    row: dict[str, Any],
+    payload: Payload,
+    max_message: int,
+    seen: int = 0,
+    redaction: Redaction = NO_OPERATOR_PATTERNS,
 ) -> None:
     """Fill `row` from a gRPC response: each message through `payload(doc, index, error, ts)`, then the status.
 
@@ -291,7 +299,8 @@ def extract_grpc_response(
     trailers = ex.response_trailers
     if trailers is not None:
         echoed = split_uris(
-            row["extensions_echoed"] + trailers.get_all("a2a-extensions") + trailers.get_all("x-a2a-extensions")
+            row["extensions_echoed"] + trailers.get_all("a2a-extensions") + trailers.get_all("x-a2a-extensions"),
+            redaction,
         )
         row["extensions_echoed"] = echoed
         row["converse_echoed"] = CONVERSE_URI in echoed
@@ -299,7 +308,7 @@ def extract_grpc_response(
     ctype = ex.response_headers.get("content-type")
     if frames is None and not is_grpc(ctype):  # e.g. an intermediary's HTML error page: not gRPC framing
         if ex.response_body:
-            anomalies.append(f"grpc_response_not_grpc:{(ctype or '').split(';')[0].strip()}")
+            anomalies.append(f"grpc_response_not_grpc:{clip((ctype or '').split(';')[0].strip())}")
         frames = []
     if frames is None and ex.response_body is None and ex.status == 200:
         anomalies.append("grpc_body_not_stored")  # a flow file written without store_streamed_bodies
@@ -326,6 +335,6 @@ def extract_grpc_response(
         row.update(
             error_code=status.code,
             error_status=status.name,
-            error_message=status.message,
+            error_message=None if status.message is None else redaction.log_text(status.message),
             error_reason=status.reason,
         )

@@ -123,7 +123,8 @@ class GrpcFrameParser:
         except TooLarge:
             frame.oversize = True
         except ValueError as e:
-            frame.error = f"grpc_encoding_invalid:{self._encoding}" if "unsupported" in str(e) else "inflate_failed"
+            unsupported = "unsupported" in str(e)
+            frame.error = f"grpc_encoding_invalid:{self._encoding[:40]}" if unsupported else "inflate_failed"
         return frame
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .redact import NO_OPERATOR_PATTERNS, Redaction
+
 
 class Headers:
     __slots__ = ("_items",)
@@ -26,12 +28,13 @@ class Headers:
         return [k for k, _ in self._items]
 
 
-def split_uris(values: Iterable[str]) -> list[str]:
-    """Comma-separated extension URIs from one or more header values: stripped, de-duplicated, in order."""
+def split_uris(values: Iterable[str], redaction: Redaction = NO_OPERATOR_PATTERNS) -> list[str]:
+    """Comma-separated extension URIs from one or more header values: stripped, redacted like every stored URL
+    (a client can send `https://ext.test/x?token=…`), de-duplicated, in order."""
     seen: dict[str, None] = {}
     for value in values:
         for uri in value.split(","):
             uri = uri.strip()
             if uri:
-                seen.setdefault(uri, None)
+                seen.setdefault(redaction.url(uri), None)
     return list(seen)

@@ -47,7 +47,20 @@ _PATH_PARAM = re.compile(r";([^;/=?#]*)=([^;/?#]*)")
 # was scanned from each of its word starts to the end of the run, O(n²) (16 KB took seconds). The whole run
 # before `://` is the scheme; userinfo after any run goes (also after `_` or a digit, where `\b[a-z]` missed it)
 _TEXT_USERINFO = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z0-9+.-]*://)[^/\s@'\"<>]*@")
-_TEXT_URL = re.compile(r"(?i)(?<![a-z0-9+.-])[a-z0-9+.-]*://[^\s'\"<>]+")
+# a URL in free text: `scheme://…`, and the forms WHATWG parsers (browsers, SDKs) also read as URLs of the special
+# schemes: `http:/\\u:pw@h`, `http:\\\\h`, `http:u:pw@h` (an `@` within 256 characters: a bounded look, so that
+# `http:http:http:…` is not scanned to its end from each of its colons)
+_TEXT_URL = re.compile(
+    r"(?i)(?<![a-z0-9+.-])(?:[a-z0-9+.-]*://|(?:https?|wss?|ftp):(?:[/\\]+|(?=[^\s'\"<>/\\@]{0,256}@)))[^\s'\"<>]+"
+)
+
+
+_URLISH = re.compile(r"://|(?i:https?|wss?|ftp):")
+
+
+def might_hold_url(text: str) -> bool:
+    """Whether `text` may hold a URL that `log_text` would change (`scheme://`, or a special scheme's `http:`)."""
+    return _URLISH.search(text) is not None
 
 
 def is_secret_name(name: str) -> bool:
@@ -99,7 +112,7 @@ def cached_for_short(maxsize: int) -> Callable[[_F], _F]:
     return decorate
 
 
-_PLAIN = re.compile(r"[@;?#\\\[\x00-\x20\x7f-\x9f\ud800-\udfff]")  # a URL without these has nothing to take out
+_PLAIN = re.compile(r"[@;?#\\\[\]\x00-\x20\x7f-\x9f\ud800-\udfff]")  # a URL without these has nothing to take out
 
 
 def _query(query: str) -> str:
@@ -112,8 +125,18 @@ def _query(query: str) -> str:
         if is_secret_name(unquote_plus(name)):
             out.append(f"{name}={REDACTED}")
         else:
-            out.append(f"{name}{eq}{_query_part(value)}")
+            value = _query_part(value)
+            if ";" in value:  # `a=1;token=…`: servers that split queries at `;` too read a secret name here
+                value = _SEMI_PARAM.sub(_secret_param, value)
+            out.append(f"{name}{eq}{value}")
     return "&".join(out)
+
+
+_SEMI_PARAM = re.compile(r";([^;=]*)=([^;]*)")
+
+
+def _secret_param(m: re.Match[str]) -> str:
+    return f";{m.group(1)}={REDACTED}" if is_secret_name(unquote_plus(m.group(1))) else m.group(0)
 
 
 def _query_part(raw: str) -> str:
@@ -191,7 +214,7 @@ class Redaction:
         """Free text such as a log line: every URL in it redacted, userinfo anywhere dropped, shapes replaced."""
         if not self.patterns:  # built-in rules only: a pure function of the text
             return _builtin_text(text)
-        if "://" in text:
+        if ":" in text:
             text = _TEXT_USERINFO.sub(r"\1", _TEXT_URL.sub(lambda m: self.url(m.group(0)), text))
         return self.text(redact_shapes(text))
 
@@ -226,7 +249,7 @@ class Redaction:
             return any(self.log_text(s) != s for s in strings)
         search = _CANDIDATE.search
         for s in strings:
-            if ("://" in s or search(s)) and _builtin_text(s) != s:  # only a URL or a shape's run can change
+            if (might_hold_url(s) or search(s)) and self.log_text(s) != s:  # only a URL or a shape's run can change
                 return True
             if len(s) <= SHORT_TEXT:
                 if len(clean) >= _UNCHANGED_MAX:
@@ -294,7 +317,7 @@ _UNCHANGED_MAX = 8192
 @cached_for_short(8192)
 def _builtin_text(text: str) -> str:
     """`Redaction.log_text` without operator patterns."""
-    if "://" in text:
+    if ":" in text:
         text = _TEXT_USERINFO.sub(r"\1", _TEXT_URL.sub(lambda m: _builtin(m.group(0)), text))
     return redact_shapes(text)
 
@@ -323,7 +346,7 @@ def redact_card_json(card: Any, redaction: Redaction = NO_OPERATOR_PATTERNS, tex
     already; it is returned itself when nothing changes."""
     if text is None:
         text = stored_json(card)
-    if not redaction.patterns and "://" not in text and not _CANDIDATE.search(text):
+    if not redaction.patterns and not might_hold_url(text) and not _CANDIDATE.search(text):
         return text  # the common case (no URL, no run a credential shape could be), without walking it
     if not redaction.changes(card):
         return text  # nothing to redact: the copy would serialise to the same text

@@ -136,7 +136,7 @@ class Ctx:
             "agent_id": self.agent_id,
             "source": source,
             **fields,
-            "anomalies": anomalies,
+            "anomalies": [self.redaction.log_text(a) for a in anomalies],  # they quote the card's names
         }
         self.out.agent_cards.append(card_row)
 
@@ -201,7 +201,7 @@ class Ctx:
                 "text": self.policy.apply(text),
                 "text_length": None if text is None else len(text),
                 "part_kinds": [part_kind(p) for p in parts],
-                "extensions": exts,
+                "extensions": [self.redaction.url(e) for e in exts],
                 "has_envelope": present,
                 **env,
                 "anomalies": anomalies,

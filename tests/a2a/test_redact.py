@@ -374,7 +374,7 @@ def _planted() -> dict[str, object]:
                     "name": "Shop " + KEY,
                     "version": KEY,
                     "skills": [{"id": KEY}],
-                    "capabilities": {"extensions": [{"uri": EXT, "params": {"tools": [{"toolName": KEY}]}}]},
+                    "capabilities": {"extensions": [{"uri": EXT, "params": {"tools": [{"toolName": "t " + KEY}]}}]},
                 }
             ).encode(),
         ),
@@ -394,3 +394,21 @@ def test_text_from_the_wire_that_carries_a_credential_is_redacted_in_every_colum
     columns = sorted({k for row in rows for k, v in row.items() if any(s in json.dumps(v, default=str) for s in leaks)})
     assert (leaks, columns) == ([], [])
     assert REDACTED in stored
+
+
+def test_whatwg_shaped_urls_in_free_text_are_found_in_linear_time() -> None:
+    """`http:u:pw@h` (a URL with userinfo to a WHATWG parser, no `//`) is looked for with a look ahead for its `@`:
+    unbounded, `http:http:http:…` was scanned to its end from each of its colons (65 KB: 4.5 s). Bounded to 256
+    characters. In a child process, killed after 60 s (300 KB took minutes), where it takes milliseconds."""
+    code = (
+        "from converse_tap.a2a.redact import Redaction\n"
+        "for r in (Redaction(), Redaction.from_patterns(['zz'])):\n"
+        "    for text in ('http:' * 60_000, 'ws:' * 100_000 + '@', 'x http:' + 'a:' * 150_000):\n"
+        "        r.log_text(text)\n"
+        "print('done')\n"
+    )
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("redacting 300 KB of `http:` took over 60 s: the look ahead for userinfo is unbounded")
+    assert proc.stdout == "done\n", proc.stderr

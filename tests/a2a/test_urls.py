@@ -16,6 +16,8 @@ ODD_URLS = [
     "http://[::1/a2a",  # urlsplit: "Invalid IPv6 URL"
     "http://[/",
     "http://[::1]]/",
+    "http://W]:443/a",  # found by tests/fuzz/atheris_driver.py: a `]` alone went through the fast path whole
+    "http://a]b[c/",
     "http://[v1.x]/",
     "http://[fe80::1%25eth0]:8080/a",
     "http://[::1]:99999/a",
@@ -73,7 +75,7 @@ def test_odd_urls_never_raise_and_redact_to_a_url_every_parser_reads(url: str) -
         ("http://xn--a.com/", ["url_malformed:idna"]),
         ("http://" + "a" * 64 + "\u00e9.test/", ["url_malformed:idna"]),
         ("http://h<x>/", ["url_malformed:host"]),
-        ("http://" + "a" * 9000, ["url_malformed:too_long"]),
+        ("http://h/" + "a" * 9000, ["url_malformed:too_long"]),
     ],
 )
 def test_problems_name_what_is_odd(url: str, found: list[str]) -> None:
@@ -192,7 +194,9 @@ def _exchange(url: str) -> Any:
     )
 
 
-@pytest.mark.parametrize("url", ["http://u:SECRET1@[::1/a2a", "http://[/", "http://h\uff03x/a2a"])
+@pytest.mark.parametrize(
+    "url", ["http://u:SECRET1@[::1/a2a", "http://[/", "http://h\uff03x/a2a", "http://W]:443/message:send"]
+)
 def test_an_exchange_with_a_broken_url_is_kept_with_an_anomaly(url: str) -> None:
     """classify's and agent_of's urlsplit raised "Invalid IPv6 URL": the worker's failure row too (its
     fallback parsed the same URL), so the exchange was lost."""
@@ -206,3 +210,68 @@ def test_an_exchange_with_a_broken_url_is_kept_with_an_anomaly(url: str) -> None
     assert "SECRET1" not in repr(row)
     failed = failed_extraction(_exchange(url), ValueError("x")).exchange
     assert "SECRET1" not in repr(failed)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "connect to http:/\\u:SECRET1@h/x failed",
+        "connect to http:u:SECRET1@h/x failed",
+        "see https://h\\u:SECRET1@evil/x",
+    ],
+)
+def test_log_text_reads_the_urls_a_whatwg_parser_reads(text: str) -> None:
+    """Error messages and log lines: `http:/\\u:pw@h` is a URL with userinfo to a browser or an SDK, and was
+    left whole (only `scheme://` was looked for)."""
+    from converse_tap.a2a.redact import NO_OPERATOR_PATTERNS
+
+    assert "SECRET1" not in NO_OPERATOR_PATTERNS.log_text(text)
+
+
+def test_extension_uris_are_redacted() -> None:
+    """Extension URIs (the A2A-Extensions header, a message's `extensions`) were stored as sent."""
+    from converse_tap.a2a.headers import split_uris
+
+    assert split_uris(["https://ext.test/x?token=SECRET1, https://u:SECRET2@ext.test/y"]) == [
+        f"https://ext.test/x?token={REDACTED}",
+        "https://ext.test/y",
+    ]
+
+
+def test_card_and_citation_urls_carry_their_anomalies() -> None:
+    """Odd URLs in a card (interfaces, MCP) or a citation were redacted but not flagged."""
+    from converse_tap.a2a.card import card_fields
+    from converse_tap.a2a.envelope import flatten_envelope
+    from tests.factories import EXT
+
+    card = {
+        "name": "c",
+        "supportedInterfaces": [
+            {"url": "http://[::1/a2a", "protocolBinding": "JSONRPC"},
+            {"url": "grpc.test:443", "protocolBinding": "GRPC"},
+        ],
+        "capabilities": {"extensions": [{"uri": EXT, "params": {"mcp": {"url": "javascript:alert(1)"}}}]},
+    }
+    anomalies: list[str] = []
+    card_fields(card, anomalies)
+    assert "url_malformed:ipv6:interfaces[0].url" in anomalies
+    assert "url_malformed:scheme:mcp.url" in anomalies
+    assert not any("interfaces[1]" in a for a in anomalies)
+    notes: list[str] = []
+    flatten_envelope({"citations": [{"sourceUrl": "https://h:x/\udcff"}]}, notes)
+    assert notes == ["url_not_utf8:citations[].sourceUrl", "url_malformed:port:citations[].sourceUrl"]
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://h/a?a=1;token=SECRET1;b=2&c=3", f"http://h/a?a=1;token={REDACTED};b=2&c=3"),
+        ("http://h/a?q=1;%74oken=SECRET1", f"http://h/a?q=1;%74oken={REDACTED}"),
+        ("http://h/a?token=abc;SECRET1", f"http://h/a?token={REDACTED}"),
+        ("http://h/a?x=a;b", "http://h/a?x=a;b"),
+    ],
+)
+def test_query_parameters_after_a_semicolon_are_read_too(url: str, expected: str) -> None:
+    """Servers that split a query at `;` as well as `&` (Java servlet containers, older CGI) read `token` in
+    `?a=1;token=…`: its value was kept, as part of `a`'s."""
+    assert redact_url(url) == expected
