@@ -28,7 +28,7 @@ from .load import Window
 from .views import FACT_VIEWS, STORED_VIEWS, create_named_views
 
 VIEWS = (*STORED_VIEWS, *FACT_VIEWS)
-_ALLOWED = {"SELECT", "EXPLAIN"}
+_ALLOWED = {"SELECT"}
 
 
 class QueryError(ValueError):
@@ -45,6 +45,7 @@ def open_views(
     engine = Engine.over_dataset(root, window, memory_limit=memory_limit)
     try:
         create_named_views(engine, window, facts)
+        engine.confine()
     except BaseException:
         engine.close()
         raise
@@ -66,8 +67,26 @@ def check_read_only(sql: str) -> None:
     if len(statements) != 1:
         raise QueryError(f"give exactly one statement (got {len(statements)})")
     kind = statements[0].type.name
+    if kind == "EXPLAIN":  # EXPLAIN ANALYZE runs what it explains: that must be a query too
+        kind = _explained(statements[0].query)
     if kind not in _ALLOWED:
-        raise QueryError(f"only read-only queries run here (SELECT, WITH … SELECT, EXPLAIN); this is {kind}")
+        raise QueryError(f"only read-only queries run here (SELECT, WITH … SELECT, EXPLAIN SELECT); this is {kind}")
+
+
+def _explained(sql: str) -> str:
+    """The kind of statement an EXPLAIN [ANALYZE] [(options)] statement explains: the first statement that the
+    text after one of its tokens (comments and strings are whole tokens) parses as; EXPLAIN when none does."""
+    for start, token in duckdb.tokenize(sql)[1:]:
+        if token == duckdb.token_type.comment:
+            continue
+        try:
+            inner = duckdb.extract_statements(sql[start:])
+        except duckdb.Error:
+            continue
+        if len(inner) == 1:
+            return inner[0].type.name
+        return "MULTI"
+    return "EXPLAIN"
 
 
 def run_query(engine: Engine, sql: str) -> pa.RecordBatchReader:
@@ -75,6 +94,10 @@ def run_query(engine: Engine, sql: str) -> pa.RecordBatchReader:
     check_read_only(sql)
     try:
         return engine.con.sql(sql).to_arrow_reader(batch_size=10_000)
+    except duckdb.PermissionException as e:  # the sandbox of Engine.confine
+        raise QueryError(
+            f"the query reaches outside the dataset ({str(e).strip()}): it may read the views and nothing else"
+        ) from e
     except duckdb.Error as e:
         raise QueryError(str(e).strip()) from e
 
