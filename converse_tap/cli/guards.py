@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +41,28 @@ class DatasetLocation(click.ParamType):
                 self.fail(str(e), param, ctx)
             return str(value)
         path: Path = click.Path(exists=self.exists, file_okay=False, path_type=Path).convert(value, param, ctx)
+        # click refuses only regular files: a device (/dev/null), a FIFO or a socket is no directory either
+        try:
+            mode = path.stat().st_mode
+        except FileNotFoundError:
+            return path  # a dataset that does not exist yet (exists=False)
+        except OSError as e:
+            self.fail(f"cannot use {path}: {e.strerror or e}", param, ctx)
+        if not stat.S_ISDIR(mode):
+            self.fail(f"{path} is {_file_kind(mode)}, not a directory: give a dataset directory", param, ctx)
         return path
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "a file"
 
 
 DATASET = DatasetLocation()
@@ -51,6 +73,23 @@ def check_source(dataset: Dataset, window: Window, memory_limit: str | None = No
     import duckdb
 
     from ..analysis.agents import dataset_agents
+
+    check_dataset(dataset)
+    if not window.agents:
+        return
+    try:
+        seen = dataset_agents(dataset, memory_limit)
+    except (OSError, ValueError, duckdb.Error) as e:
+        raise read_error(e, dataset, click.ClickException) from e
+    unknown = [a for a in window.agents if a not in seen]
+    if unknown:
+        names = ", ".join(repr(a) for a in unknown)
+        listed = "\n".join(f"  {a}" for a in seen) if seen else "  (none: it holds no traffic and no agent cards)"
+        raise UsageError(f"--agent {names}: the dataset {dataset} never saw this agent. The agents it saw:\n{listed}")
+
+
+def check_dataset(dataset: Dataset) -> None:
+    """Exit 2 when `dataset` holds nothing a converse-tap writer makes."""
     from ..store.files import is_dataset
 
     try:
@@ -66,17 +105,6 @@ def check_source(dataset: Dataset, window: Window, memory_limit: str | None = No
             f"{dataset} is not a converse-tap dataset (no exchanges/, messages/, agent_cards/ or _journal/ in it): "
             "give the --out directory of `converse-tap record` or `converse-tap ingest`"
         )
-    if not window.agents:
-        return
-    try:
-        seen = dataset_agents(dataset, memory_limit)
-    except (OSError, ValueError, duckdb.Error) as e:
-        raise read_error(e, dataset, click.ClickException) from e
-    unknown = [a for a in window.agents if a not in seen]
-    if unknown:
-        names = ", ".join(repr(a) for a in unknown)
-        listed = "\n".join(f"  {a}" for a in seen) if seen else "  (none: it holds no traffic and no agent cards)"
-        raise UsageError(f"--agent {names}: the dataset {dataset} never saw this agent. The agents it saw:\n{listed}")
 
 
 def first_line(e: BaseException) -> str:
