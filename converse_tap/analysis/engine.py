@@ -166,6 +166,7 @@ class Engine:
                 if pending:
                     chunks.append((f"(SELECT * FROM _messages_journaled WHERE {where})", len(files) << 40, None))
         present = [t for t in TABLES if t in present]
+        skipped += journals.foreign
         engine = cls(con, str(root), present, spill)
         engine.skipped, engine.journals, engine.listed = skipped, journals, listed
         engine._chunks = chunks if len(chunks) > 1 else []
