@@ -10,11 +10,21 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..textsafe import safe_line, safe_text
+
 if TYPE_CHECKING:
     from ..analysis.load import Window
 
 
-class UsageError(click.ClickException):
+class SafeError(click.ClickException):
+    """An error whose message may quote the dataset (agent names, file names, conversation ids): shown with every
+    control character and bidi override as a visible escape, whatever the message holds. Exit 1."""
+
+    def format_message(self) -> str:
+        return safe_text(self.message)
+
+
+class UsageError(SafeError):
     """A usage or data error: exit 2, like click's own usage errors."""
 
     exit_code = 2
@@ -80,11 +90,12 @@ def check_source(dataset: Dataset, window: Window, memory_limit: str | None = No
     try:
         seen = dataset_agents(dataset, memory_limit)
     except (OSError, ValueError, duckdb.Error) as e:
-        raise read_error(e, dataset, click.ClickException) from e
+        raise read_error(e, dataset, SafeError) from e
     unknown = [a for a in window.agents if a not in seen]
     if unknown:
-        names = ", ".join(repr(a) for a in unknown)
-        listed = "\n".join(f"  {a}" for a in seen) if seen else "  (none: it holds no traffic and no agent cards)"
+        names = ", ".join(safe_line(repr(a)) for a in unknown)
+        none = "  (none: it holds no traffic and no agent cards)"
+        listed = "\n".join(f"  {safe_line(a)}" for a in seen) if seen else none
         raise UsageError(f"--agent {names}: the dataset {dataset} never saw this agent. The agents it saw:\n{listed}")
 
 
@@ -97,7 +108,7 @@ def check_dataset(dataset: Dataset) -> None:
     except FileNotFoundError as e:
         raise UsageError(f"{dataset} is not a converse-tap dataset: {e}") from e
     except OSError as e:  # object storage that cannot be reached, a bucket that does not exist, no access
-        raise click.ClickException(
+        raise SafeError(
             f"cannot read the dataset {dataset}: {first_line(e)} (check AWS_ENDPOINT_URL and the credentials)"
         ) from e
     if not found:
