@@ -138,7 +138,7 @@ def _value(scalar: pa.Scalar) -> Any:
         if raw in _INFINITE:
             return _INFINITE[raw]
         unit = "D" if pa.types.is_date32(t) else "ms" if pa.types.is_date64(t) else t.unit
-        text = str(np.datetime_as_string(np.datetime64(raw, unit)))
+        text = str(np.datetime_as_string(np.datetime64(raw, unit)))  # type: ignore[arg-type]
         return text + "+00:00" if pa.types.is_timestamp(t) and t.tz else text
     return str(scalar)
 
