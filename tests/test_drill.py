@@ -116,6 +116,10 @@ def test_windows_narrow_every_view(sample: Path) -> None:
 
 def test_sql_on_a_directory_without_data_says_so(tmp_path: Path) -> None:
     r = invoke("sql", str(tmp_path), "SELECT count(*) AS n FROM turns", "--format", "json")
+    assert (r.exit_code, r.stdout) == (2, "")  # no writer ever wrote here: not a dataset, not an empty answer
+    assert r.stderr.startswith(f"Error: {tmp_path} is not a converse-tap dataset (no exchanges/")
+    (tmp_path / "_text_policy").write_text("keep\n")  # a recorder started and saw nothing yet
+    r = invoke("sql", str(tmp_path), "SELECT count(*) AS n FROM turns", "--format", "json")
     assert (r.exit_code, json.loads(r.stdout)) == (0, [{"n": 0}])
     assert r.stderr == f"note: {tmp_path} holds no Parquet files yet: every view is empty\n"
 

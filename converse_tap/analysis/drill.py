@@ -15,12 +15,14 @@ import csv
 import datetime as dt
 import decimal
 import json
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from .engine import CONVERSATION_KEY, DEFAULT_MEMORY_LIMIT, NONE, Engine
@@ -28,7 +30,7 @@ from .load import Window
 from .views import FACT_VIEWS, STORED_VIEWS, create_named_views
 
 VIEWS = (*STORED_VIEWS, *FACT_VIEWS)
-_ALLOWED = {"SELECT", "EXPLAIN"}
+_ALLOWED = {"SELECT"}
 
 
 class QueryError(ValueError):
@@ -45,6 +47,7 @@ def open_views(
     engine = Engine.over_dataset(root, window, memory_limit=memory_limit)
     try:
         create_named_views(engine, window, facts)
+        engine.confine()
     except BaseException:
         engine.close()
         raise
@@ -66,8 +69,26 @@ def check_read_only(sql: str) -> None:
     if len(statements) != 1:
         raise QueryError(f"give exactly one statement (got {len(statements)})")
     kind = statements[0].type.name
+    if kind == "EXPLAIN":  # EXPLAIN ANALYZE runs what it explains: that must be a query too
+        kind = _explained(statements[0].query)
     if kind not in _ALLOWED:
-        raise QueryError(f"only read-only queries run here (SELECT, WITH … SELECT, EXPLAIN); this is {kind}")
+        raise QueryError(f"only read-only queries run here (SELECT, WITH … SELECT, EXPLAIN SELECT); this is {kind}")
+
+
+def _explained(sql: str) -> str:
+    """The kind of statement an EXPLAIN [ANALYZE] [(options)] statement explains: the first statement that the
+    text after one of its tokens (comments and strings are whole tokens) parses as; EXPLAIN when none does."""
+    for start, token in duckdb.tokenize(sql)[1:]:
+        if token == duckdb.token_type.comment:
+            continue
+        try:
+            inner = duckdb.extract_statements(sql[start:])
+        except duckdb.Error:
+            continue
+        if len(inner) == 1:
+            return inner[0].type.name
+        return "MULTI"
+    return "EXPLAIN"
 
 
 def run_query(engine: Engine, sql: str) -> pa.RecordBatchReader:
@@ -75,17 +96,58 @@ def run_query(engine: Engine, sql: str) -> pa.RecordBatchReader:
     check_read_only(sql)
     try:
         return engine.con.sql(sql).to_arrow_reader(batch_size=10_000)
+    except duckdb.PermissionException as e:  # the sandbox of Engine.confine
+        raise QueryError(
+            f"the query reaches outside the dataset ({str(e).strip()}): it may read the views and nothing else"
+        ) from e
     except duckdb.Error as e:
         raise QueryError(str(e).strip()) from e
 
 
 def rows(reader: pa.RecordBatchReader) -> Iterator[dict[str, Any]]:
     for batch in reader:
-        yield from batch.to_pylist()
+        try:
+            found = batch.to_pylist()
+        except (OverflowError, ValueError):  # a date or time Python cannot hold: the batch value by value
+            found = [
+                {name: _value(batch.column(j)[i]) for j, name in enumerate(batch.schema.names)}
+                for i in range(batch.num_rows)
+            ]
+        yield from found
+
+
+# DuckDB's infinite dates and times, as their integers
+_INFINITE = {2**63 - 1: "infinity", -(2**63 - 1): "-infinity", 2**31 - 1: "infinity", -(2**31 - 1): "-infinity"}
+
+
+def _value(scalar: pa.Scalar) -> Any:
+    """A scalar as Python, a date or time beyond Python's years (0001-9999) or infinite as ISO 8601 text."""
+    try:
+        return scalar.as_py()
+    except (OverflowError, ValueError):
+        pass
+    t = scalar.type
+    if pa.types.is_struct(t):
+        return {name: _value(v) for name, v in scalar.items()}
+    if pa.types.is_map(t):
+        return [(_value(k), _value(v)) for k, v in zip(scalar.values.field(0), scalar.values.field(1), strict=True)]
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return [_value(v) for v in scalar.values]
+    if pa.types.is_timestamp(t) or pa.types.is_date(t):
+        raw = scalar.cast(pa.int64() if not pa.types.is_date32(t) else pa.int32()).as_py()
+        if raw in _INFINITE:
+            return _INFINITE[raw]
+        unit = "D" if pa.types.is_date32(t) else "ms" if pa.types.is_date64(t) else t.unit
+        text = str(np.datetime_as_string(np.datetime64(raw, unit)))  # type: ignore[arg-type]
+        return text + "+00:00" if pa.types.is_timestamp(t) and t.tz else text
+    return str(scalar)
 
 
 def plain(value: Any) -> Any:
-    """A JSON-ready value: times in ISO 8601, decimals and huge integers as numbers, bytes as hex."""
+    """A JSON-ready value: times in ISO 8601, decimals and huge integers as numbers, bytes as hex, NaN and the
+    infinities as the strings "NaN", "Infinity", "-Infinity" (JSON has no such number)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
     if isinstance(value, dt.datetime | dt.date | dt.time):
         return value.isoformat()
     if isinstance(value, dt.timedelta):

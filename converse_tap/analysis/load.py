@@ -112,7 +112,7 @@ def load_frames(root: str | Path, window: Window | None = None, messages: bool =
     journals = read_journals(root)  # before the files: a roll-over in between shows rows twice, not never
     listed = {t: table_files(root, t, first, last) for t in TABLES}
     present = [t for t in TABLES if listed[t].files or journals.tables[t]]
-    skipped = [f for t in TABLES for f in listed[t].foreign]
+    skipped = [f for t in TABLES for f in listed[t].foreign] + journals.foreign
     msg_expr = (ds.field("role") == "agent") & (ds.field("object_kind") == "message")
     w = window.expression("ts")
     if messages:

@@ -80,7 +80,10 @@ def table_lines(
 ) -> list[str]:
     """A table as text lines. With a width (a terminal's), every line fits it: columns narrowed (values
     abbreviated with "…", headers wrapped), or, when the columns cannot fit however narrowed, one block of
-    "header  value" lines per row. Without one (piped output) nothing is cut."""
+    "header  value" lines per row. Without one (piped output) nothing is cut. Every string passes through
+    safe_line: whatever the caller passes, no control character or bidi override reaches a terminal."""
+    title, note, headers = safe_line(title), safe_line(note), [safe_line(h) for h in headers]
+    cells = [[safe_line(c) for c in row] for row in cells]
     widths = fit_widths(headers, cells, width)
     out = _wrap(title, width) if title else []
     if widths is None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..a2a.redact import TextPolicy
 from ..store.files import SALT_FILE
+from ..textsafe import safe_line, safe_text
 from .drill import plain
 from .engine import CONVERSATION_KEY, Engine
 
@@ -50,7 +51,7 @@ ORDER BY m.conversation, m.first_at NULLS LAST, m.exchange_order, m.seq_order
 class UnknownConversation(LookupError):
     def __init__(self, conversation: str, close: list[str]) -> None:
         self.conversation, self.close = conversation, close
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        hint = f"; did you mean {', '.join(safe_line(c) for c in close)}?" if close else ""
         super().__init__(f"no conversation {conversation!r} in the dataset{hint}")
 
 
@@ -223,8 +224,10 @@ def envelope_lines(env: dict[str, Any]) -> list[str]:
 def transcript_text(t: dict[str, Any]) -> str:
     """A transcript for reading: a header, then each message with its envelope indented below it."""
     lines = [
-        f"conversation {t['conversation']}  agent {', '.join(t['agents']) or '–'}  "
-        f"{len(t['messages'])} messages, {t['replies']} replies  {t['first_seen'] or '–'} to {t['last_seen'] or '–'}",
+        safe_line(
+            f"conversation {t['conversation']}  agent {', '.join(t['agents']) or '–'}  {len(t['messages'])} "
+            f"messages, {t['replies']} replies  {t['first_seen'] or '–'} to {t['last_seen'] or '–'}"
+        ),
         "",
     ]
     for m in t["messages"]:
@@ -234,10 +237,11 @@ def transcript_text(t: dict[str, Any]) -> str:
         if m["kind"] == "artifact":
             who = "artifact" + (f" {m['artifact_name']}" if m.get("artifact_name") else "")
         when = (m["at"] or "")[:23].replace("T", " ")
-        body = m["text"].replace("\n", "\n    ") if m["text"] is not None else "(no text)"
-        lines.append(f"[{when}] {who}: {body}")
+        # the text keeps its line breaks (indented under its message); nothing else from the wire may break a line
+        body = safe_text(m["text"]).replace("\n", "\n    ") if m["text"] is not None else "(no text)"
+        lines.append(f"{safe_line(f'[{when}] {who}')}: {body}")
         if m.get("trace_id"):
-            lines.append(f"    trace {m['trace_id']} span {m['span_id']}")
+            lines.append(safe_line(f"    trace {m['trace_id']} span {m['span_id']}"))
         for line in envelope_lines(m["envelope"] or {}):
-            lines.append(f"    {line}")
+            lines.append(f"    {safe_line(line)}")
     return "\n".join(lines) + "\n"

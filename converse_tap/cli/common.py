@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..textsafe import safe_line
 from .guards import (
     Dataset,
+    SafeError,
     UsageError,
     read_error,
 )
@@ -100,7 +102,7 @@ def _window(agents: tuple[str, ...], since: str | None, until: str | None) -> Wi
     return window
 
 
-def _load(dataset: Dataset, window: Window, error: type[click.ClickException] = click.ClickException) -> Frames:
+def _load(dataset: Dataset, window: Window, error: type[click.ClickException] = SafeError) -> Frames:
     from ..analysis.load import load_frames
 
     try:
@@ -112,17 +114,17 @@ def _load(dataset: Dataset, window: Window, error: type[click.ClickException] = 
 def _skipped(files: list[tuple[str, str]], error: type[click.ClickException] | None) -> None:
     """Files in a dataset that are not its own: warned about and skipped, or (`error`) refused."""
     if files and error is not None:
-        named = "; ".join(f"{path} ({why})" for path, why in files)
+        named = "; ".join(safe_line(f"{path} ({why})") for path, why in files)
         raise error(f"files in the dataset that are not its own: {named}; move them out of the dataset")
     for path, why in files:
-        click.echo(f"warning: skipped {path}: {why}", err=True)
+        click.echo(safe_line(f"warning: skipped {path}: {why}"), err=True)
 
 
 def _report(
     dataset: Dataset,
     window: Window,
     memory_limit: str | None,
-    error: type[click.ClickException] = click.ClickException,
+    error: type[click.ClickException] = SafeError,
     **options: Any,
 ) -> dict[str, Any]:
     """The report over a dataset on disk, computed out of core (see analysis/engine.py)."""

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .common import UsageError, _window, window_options
-from .guards import DATASET, Dataset
+from .guards import DATASET, Dataset, SafeError, check_dataset
 
 if TYPE_CHECKING:
     from ..analysis.engine import Engine
@@ -27,10 +27,11 @@ def _open(dataset: Dataset, window: Window, memory_limit: str | None, facts: tup
     from ..analysis.drill import open_views
     from ..analysis.engine import DEFAULT_MEMORY_LIMIT
 
+    check_dataset(dataset)  # a directory a writer never wrote into is no dataset: no empty answer from it
     try:
         return open_views(dataset, window, memory_limit or DEFAULT_MEMORY_LIMIT, facts)
     except (OSError, ValueError, duckdb.Error) as e:
-        raise click.ClickException(f"cannot read the dataset {dataset}: {e}") from e
+        raise SafeError(f"cannot read the dataset {dataset}: {e}") from e
 
 
 @click.command("sql")

@@ -11,6 +11,7 @@ from .guards import (
     DATASET,
     Dataset,
     UsageError,
+    check_dataset,
 )
 
 if TYPE_CHECKING:  # the analysis imports pandas: only the commands that need it load it
@@ -48,6 +49,7 @@ def export_otlp(
     if why is not None:
         raise UsageError(why)
     window = _window(agents, since, until)
+    check_dataset(dataset)
     try:
         result = run_export(dataset, endpoint, window.since, window.until, tuple(agents), text)
     except (OSError, ValueError) as e:

@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import contextlib
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..textsafe import safe_line, safe_text
+
 if TYPE_CHECKING:
     from ..analysis.load import Window
 
 
-class UsageError(click.ClickException):
+class SafeError(click.ClickException):
+    """An error whose message may quote the dataset (agent names, file names, conversation ids): shown with every
+    control character and bidi override as a visible escape, whatever the message holds. Exit 1."""
+
+    def format_message(self) -> str:
+        return safe_text(self.message)
+
+
+class UsageError(SafeError):
     """A usage or data error: exit 2, like click's own usage errors."""
 
     exit_code = 2
@@ -40,7 +51,28 @@ class DatasetLocation(click.ParamType):
                 self.fail(str(e), param, ctx)
             return str(value)
         path: Path = click.Path(exists=self.exists, file_okay=False, path_type=Path).convert(value, param, ctx)
+        # click refuses only regular files: a device (/dev/null), a FIFO or a socket is no directory either
+        try:
+            mode = path.stat().st_mode
+        except FileNotFoundError:
+            return path  # a dataset that does not exist yet (exists=False)
+        except OSError as e:
+            self.fail(f"cannot use {path}: {e.strerror or e}", param, ctx)
+        if not stat.S_ISDIR(mode):
+            self.fail(f"{path} is {_file_kind(mode)}, not a directory: give a dataset directory", param, ctx)
         return path
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "a file"
 
 
 DATASET = DatasetLocation()
@@ -51,6 +83,24 @@ def check_source(dataset: Dataset, window: Window, memory_limit: str | None = No
     import duckdb
 
     from ..analysis.agents import dataset_agents
+
+    check_dataset(dataset)
+    if not window.agents:
+        return
+    try:
+        seen = dataset_agents(dataset, memory_limit)
+    except (OSError, ValueError, duckdb.Error) as e:
+        raise read_error(e, dataset, SafeError) from e
+    unknown = [a for a in window.agents if a not in seen]
+    if unknown:
+        names = ", ".join(safe_line(repr(a)) for a in unknown)
+        none = "  (none: it holds no traffic and no agent cards)"
+        listed = "\n".join(f"  {safe_line(a)}" for a in seen) if seen else none
+        raise UsageError(f"--agent {names}: the dataset {dataset} never saw this agent. The agents it saw:\n{listed}")
+
+
+def check_dataset(dataset: Dataset) -> None:
+    """Exit 2 when `dataset` holds nothing a converse-tap writer makes."""
     from ..store.files import is_dataset
 
     try:
@@ -58,7 +108,7 @@ def check_source(dataset: Dataset, window: Window, memory_limit: str | None = No
     except FileNotFoundError as e:
         raise UsageError(f"{dataset} is not a converse-tap dataset: {e}") from e
     except OSError as e:  # object storage that cannot be reached, a bucket that does not exist, no access
-        raise click.ClickException(
+        raise SafeError(
             f"cannot read the dataset {dataset}: {first_line(e)} (check AWS_ENDPOINT_URL and the credentials)"
         ) from e
     if not found:
@@ -66,17 +116,6 @@ def check_source(dataset: Dataset, window: Window, memory_limit: str | None = No
             f"{dataset} is not a converse-tap dataset (no exchanges/, messages/, agent_cards/ or _journal/ in it): "
             "give the --out directory of `converse-tap record` or `converse-tap ingest`"
         )
-    if not window.agents:
-        return
-    try:
-        seen = dataset_agents(dataset, memory_limit)
-    except (OSError, ValueError, duckdb.Error) as e:
-        raise read_error(e, dataset, click.ClickException) from e
-    unknown = [a for a in window.agents if a not in seen]
-    if unknown:
-        names = ", ".join(repr(a) for a in unknown)
-        listed = "\n".join(f"  {a}" for a in seen) if seen else "  (none: it holds no traffic and no agent cards)"
-        raise UsageError(f"--agent {names}: the dataset {dataset} never saw this agent. The agents it saw:\n{listed}")
 
 
 def first_line(e: BaseException) -> str:

@@ -290,6 +290,6 @@ def agents(dataset: Dataset, fmt: str) -> None:
     frames = _load(dataset, window)
     _skipped(frames.skipped, None)
     for note in journal_notes(frames.journals, dataset):
-        click.echo(f"note: {note}", err=True)
+        click.echo(safe_line(f"note: {note}"), err=True)
     overview = agents_overview(frames)
     click.echo(json.dumps(overview, indent=2) if fmt == "json" else agents_text(overview), nl=fmt == "json")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import socket
+import stat
 import time
 from pathlib import Path
 
@@ -181,22 +183,113 @@ def write_parquet(root: str | Path, table_name: str, table: pa.Table, stem: str)
     return written
 
 
-def read_journal(path: Path) -> tuple[pa.Table | None, bool]:
-    """Every complete batch of an Arrow IPC stream journal; the flag says whether a torn tail was cut off."""
+class ForeignJournal(ValueError):
+    """A file named like a journal that is not one a writer of this dataset made: named, never read or deleted."""
+
+
+# the columns without which a file is not a table's file, whatever its version
+KEY_COLUMNS = {table: ["exchange_id", PARTITION_TS[table]] for table in TABLES}
+KEY_COLUMNS["messages"].append("seq")
+_ARROW_CONTINUATION = b"\xff\xff\xff\xff"  # how every message of an Arrow IPC stream begins
+
+
+def _plain(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_large_string(t):
+        return pa.string()
+    return t
+
+
+def _compatible(found: pa.DataType, expected: pa.DataType) -> bool:
+    found = _plain(found)
+    if pa.types.is_timestamp(found) and pa.types.is_timestamp(expected):
+        return True  # any unit; DuckDB and pyarrow convert
+    return found.equals(expected)
+
+
+_EXPECTED = {table: {f.name: _plain(f.type) for f in schema} for table, schema in TABLES.items()}
+
+
+def schema_problem(schema: pa.Schema, table: str) -> str | None:
+    """Why a file of this schema is not one of `table`'s, of any version (None when it is one)."""
+    names = set(schema.names)
+    missing = [c for c in KEY_COLUMNS[table] if c not in names]
+    if missing:
+        return f"another schema (no {', '.join(missing)} column)"
+    expected = _EXPECTED[table]
+    wrong = [
+        f"{f.name} is {f.type}, not {expected[f.name]}"
+        for f in schema
+        if f.name in expected and not _compatible(f.type, expected[f.name])
+    ]
+    return "wrong column types: " + "; ".join(wrong) if wrong else None
+
+
+def file_kind(mode: int) -> str:
+    """What a stat mode is, in words: a directory, a FIFO, ..."""
+    for test, kind in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISLNK, "a symbolic link"),
+    ):
+        if test(mode):
+            return kind
+    return "a file"
+
+
+def open_regular(path: Path) -> int:
+    """A descriptor of `path` when it is a regular file (not a symlink, FIFO, device or directory: a FIFO would
+    block its reader for ever); ForeignJournal says what it is otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ForeignJournal("a symbolic link") from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise ForeignJournal(file_kind(mode))
+    return fd
+
+
+def read_journal(path: Path, table: str | None = None) -> tuple[pa.Table | None, bool]:
+    """Every complete batch of an Arrow IPC stream journal; the flag says whether a torn tail was cut off. Raises
+    ForeignJournal when the file is not a regular file, not an Arrow stream, or (given `table`) not of that
+    table's schema of any version; a journal that died before its schema was whole is (None, True)."""
     batches: list[pa.RecordBatch] = []
     torn = False
-    try:
-        with pa.OSFile(str(path), "rb") as f:
+    with os.fdopen(open_regular(path), "rb") as f:
+        head = f.read(len(_ARROW_CONTINUATION))
+        if not _ARROW_CONTINUATION.startswith(head):
+            raise ForeignJournal("not an Arrow IPC stream")
+        f.seek(0)
+        try:
             reader = pa.ipc.open_stream(f)
             schema = reader.schema
-            while True:
-                try:
-                    batches.append(reader.read_next_batch())
-                except StopIteration:
-                    break
-                except (pa.ArrowInvalid, OSError):
-                    torn = True
-                    break
-    except (pa.ArrowInvalid, OSError):  # not even a schema: a journal that died at birth
-        return None, True
+        except (pa.ArrowInvalid, OSError):  # not even a schema: a journal that died at birth
+            return None, True
+        problem = schema_problem(schema, table) if table is not None else None
+        if problem is not None:
+            raise ForeignJournal(f"Arrow of {problem}" if problem.startswith("another") else problem)
+        while True:
+            try:
+                batches.append(reader.read_next_batch())
+            except StopIteration:
+                break
+            except (pa.ArrowInvalid, OSError):
+                torn = True
+                break
     return pa.Table.from_batches(batches, schema=schema), torn
+
+
+def conform(data: pa.Table, table: str) -> pa.Table:
+    """Journaled rows of any version with the table's current columns (those a version lacks are null)."""
+    have = set(data.column_names)
+    schema = TABLES[table]
+    arrays = [data[f.name] if f.name in have else pa.nulls(data.num_rows, f.type) for f in schema]
+    return pa.Table.from_arrays(arrays, names=schema.names).cast(schema)

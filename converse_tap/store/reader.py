@@ -3,8 +3,11 @@ journals, and never a file that is not one of ours."""
 
 from __future__ import annotations
 
+import datetime as dt
 import fcntl
 import os
+import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,13 +17,11 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from . import objstore
-from .files import JOURNAL_DIR, read_journal
-from .schema import PARTITION_TS, TABLES
+from .files import JOURNAL_DIR, ForeignJournal, file_kind, open_regular, read_journal, schema_problem
+from .schema import TABLES
 
 PARTITIONING = ds.partitioning(pa.schema([("date", pa.string())]), flavor="hive")
-# the columns without which a file is not a table's file, whatever its version
-KEY_COLUMNS = {table: ["exchange_id", PARTITION_TS[table]] for table in TABLES}
-KEY_COLUMNS["messages"].append("seq")
+_PARTITION = re.compile(r"date=(\d{4}-\d{2}-\d{2})")
 
 
 @dataclass
@@ -32,24 +33,6 @@ class TableFiles:
     foreign: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _plain(t: pa.DataType) -> pa.DataType:
-    if pa.types.is_dictionary(t):
-        t = t.value_type
-    if pa.types.is_large_string(t):
-        return pa.string()
-    return t
-
-
-def _compatible(found: pa.DataType, expected: pa.DataType) -> bool:
-    found = _plain(found)
-    if pa.types.is_timestamp(found) and pa.types.is_timestamp(expected):
-        return True  # any unit; DuckDB and pyarrow convert
-    return found.equals(expected)
-
-
-_EXPECTED = {table: {f.name: _plain(f.type) for f in schema} for table, schema in TABLES.items()}
-
-
 def foreign_reason(path: str | Path, table: str, remote: objstore.Remote | None = None) -> str | None:
     """Why the file at `path` (an object of `remote`, when given) is not a Parquet file of `table` (None when it
     is one)."""
@@ -58,25 +41,17 @@ def foreign_reason(path: str | Path, table: str, remote: objstore.Remote | None 
             if remote.fs.get_file_info(str(path)).size == 0:
                 return "an empty file"
             schema = pq.read_schema(str(path), filesystem=remote.fs)
-        elif os.path.getsize(path) == 0:
-            return "an empty file"
         else:
-            schema = pq.read_schema(path)
+            with os.fdopen(open_regular(Path(path)), "rb") as f:  # never a FIFO, device or symlink
+                if os.fstat(f.fileno()).st_size == 0:
+                    return "an empty file"
+                schema = pq.read_schema(f)
+    except ForeignJournal as e:
+        return str(e)
     except (OSError, pa.ArrowException):
         return "not a Parquet file"
-    expected = _EXPECTED[table]
-    names = set(schema.names)
-    missing = [c for c in KEY_COLUMNS[table] if c not in names]
-    if missing:
-        return f"Parquet of another schema (no {', '.join(missing)} column)"
-    wrong = [
-        f"{f.name} is {f.type}, not {expected[f.name]}"
-        for f in schema
-        if f.name in expected and not _compatible(f.type, expected[f.name])
-    ]
-    if wrong:
-        return "wrong column types: " + "; ".join(wrong)
-    return None
+    problem = schema_problem(schema, table)
+    return f"Parquet of {problem}" if problem is not None and problem.startswith("another") else problem
 
 
 def table_files(root: str | Path, table: str, first_day: str | None = None, last_day: str | None = None) -> TableFiles:
@@ -89,26 +64,54 @@ def table_files(root: str | Path, table: str, first_day: str | None = None, last
     if objstore.is_remote(root):
         return _remote_table_files(objstore.parse(str(root)), table, first_day, last_day)
     base = Path(root) / table
-    if not base.is_dir():
+    if _kind(base, out) != "a directory":
         return out
     for folder in sorted(base.iterdir()):
         if folder.name.startswith(("_", ".")):
             continue
-        if not folder.is_dir() or not folder.name.startswith("date="):
-            out.foreign.append((str(folder), "not a date= partition"))
+        kind = _kind(folder, out)
+        if kind is None:
             continue
-        day = folder.name.removeprefix("date=")
+        day = _partition_day(folder.name)
+        if kind != "a directory" or day is None:
+            out.foreign.append((str(folder), "not a date= partition" + ("" if kind == "a directory" else f" ({kind})")))
+            continue
         if (first_day is not None and day < first_day) or (last_day is not None and day > last_day):
             continue
         for f in sorted(folder.iterdir()):
             if f.name.startswith(("_", ".")):
                 continue
-            reason = "a directory" if f.is_dir() else foreign_reason(f, table)
+            reason = foreign_reason(f, table)
             if reason is None:
                 out.files.append(str(f))
             else:
                 out.foreign.append((str(f), reason))
     return out
+
+
+def _kind(path: Path, out: TableFiles) -> str | None:
+    """What `path` is, not following a symlink (a writer makes none: one may point outside the dataset or at
+    itself, and is listed as foreign); None when it is gone."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(mode):
+        out.foreign.append((str(path), "a symbolic link"))
+        return None
+    return file_kind(mode)
+
+
+def _partition_day(name: str) -> str | None:
+    """The day of a `date=YYYY-MM-DD` partition folder, None for any other name."""
+    m = _PARTITION.fullmatch(name)
+    if m is None:
+        return None
+    try:
+        dt.date.fromisoformat(m.group(1))
+    except ValueError:
+        return None
+    return m.group(1)
 
 
 def _remote_table_files(remote: objstore.Remote, table: str, first_day: str | None, last_day: str | None) -> TableFiles:
@@ -121,10 +124,10 @@ def _remote_table_files(remote: objstore.Remote, table: str, first_day: str | No
         if parts[0].startswith(("_", ".")) or parts[-1].startswith(("_", ".")):
             continue
         where = objstore.SCHEME + info.path
-        if len(parts) == 1 or not parts[0].startswith("date="):
+        day = _partition_day(parts[0])
+        if len(parts) == 1 or day is None:
             out.foreign.append((where, "not in a date= partition"))
             continue
-        day = parts[0].removeprefix("date=")
         if (first_day is not None and day < first_day) or (last_day is not None and day > last_day):
             continue
         reason = "a directory" if len(parts) > 2 else foreign_reason(info.path, table, remote)
@@ -203,18 +206,21 @@ class Journals:
     dead: list[str] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("live", "dead"), 0))
     paths: list[str] = field(default_factory=list)  # the journal files read
+    foreign: list[tuple[str, str]] = field(default_factory=list)  # files named like journals that are not: why
 
 
 def writer_alive(directory: Path) -> bool:
     """Whether a writer holds the lock of its journal directory (a shared lock is refused while it lives)."""
     try:
-        fd = os.open(directory / "lock", os.O_RDONLY)
+        fd = os.open(directory / "lock", os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)  # a FIFO would block
     except OSError:
         return False  # no lock file: no writer ever locked it, or it is being removed
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
+    except OSError:
+        return False  # a lock that cannot be locked (not a file) is no writer's
     finally:
         os.close(fd)  # closing releases a lock taken here
     return False
@@ -228,13 +234,20 @@ def read_journals(root: str | Path) -> Journals:
     if not base.is_dir():
         return out
     for d in sorted(base.iterdir()):
-        if not d.is_dir():
+        if d.is_symlink() or not d.is_dir():
             continue
         state = "live" if writer_alive(d) else "dead"
         got = 0
         for table in TABLES:
             for path in sorted(d.glob(f"{table}-*.arrows")):
-                data, _torn = read_journal(path)  # a live writer's last batch may be mid-write: it comes next time
+                try:  # a live writer's last batch may be mid-write: it comes next time
+                    data, _torn = read_journal(path, table)
+                except ForeignJournal as e:
+                    out.foreign.append((str(path), f"{e}, not a journal of this dataset"))
+                    continue
+                except OSError as e:
+                    out.foreign.append((str(path), f"unreadable: {e.strerror or e}"))
+                    continue
                 out.paths.append(str(path))
                 if data is not None and data.num_rows:
                     out.tables[table].append(data)

@@ -1,0 +1,121 @@
+"""Files named like journals that no writer of the dataset made: a FIFO, garbage, Arrow of another schema or of
+the wrong types, a directory, a symlink loop, a FIFO as the lock. `report` and `recover` name each one (path and
+why), leave it in place, never block on it, and keep every row of the real journals beside it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner
+
+from converse_tap.cli import cli
+from converse_tap.store.reader import load, read_journals
+from converse_tap.store.recovery import recover
+from tests.store.test_writer import _killed_writer
+
+ROOT = Path(__file__).parents[2]
+
+
+def _stream(path: Path, table: pa.Table) -> None:
+    with pa.ipc.new_stream(str(path), table.schema) as w:
+        w.write_table(table)
+
+
+HOSTILE = {
+    "fifo": lambda p: os.mkfifo(p),
+    "garbage": lambda p: p.write_bytes(b"\x00garbage" * 64),
+    "csv": lambda p: p.write_text("exchange_id,ts_start\nx,2026-01-01\n"),
+    "other-schema": lambda p: _stream(p, pa.table({"x": [1, 2]})),
+    "wrong-types": lambda p: _stream(p, pa.table({"exchange_id": [1, 2], "ts_start": ["a", "b"]})),
+    "directory": lambda p: p.mkdir(),
+    "symlink-loop": lambda p: p.symlink_to(p),
+    "symlink-out": lambda p: p.symlink_to("/etc/passwd"),
+}
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A dataset whose writer was killed (SIGKILL) after journaling 7 exchanges and 14 messages."""
+    root = tmp_path_factory.mktemp("killed") / "data"
+    _killed_writer(root)
+    return root
+
+
+def _dead_writer(killed: Path, root: Path) -> Path:
+    """A copy of `killed` at `root`: its one journal directory."""
+    shutil.copytree(killed, root)
+    (d,) = (root / "_journal").iterdir()
+    assert sorted(p.name.split("-")[0] for p in d.glob("*.arrows")) == ["exchanges", "messages"]
+    return d
+
+
+def _cli(*args: str, blocking_risk: bool) -> tuple[int, str]:
+    """The CLI in-process, or (where a reader could block on a FIFO) in a subprocess with a timeout: a reader
+    blocked fails the test instead of hanging it."""
+    if not blocking_risk:
+        r = CliRunner().invoke(cli, list(args))
+        assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+        return r.exit_code, r.stderr
+    p = subprocess.run(
+        [sys.executable, "-m", "converse_tap", *args], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    return p.returncode, p.stderr
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_report_and_recover_name_a_foreign_journal_and_keep_the_real_ones(
+    killed: Path, tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = tmp_path / "data"
+    d = _dead_writer(killed, root)
+    bad = d / "exchanges-zzzz-foreign.arrows"
+    HOSTILE[kind](bad)
+
+    journals = read_journals(root)
+    assert [p for p, _ in journals.foreign] == [str(bad)]
+    assert sum(t.num_rows for t in journals.tables["exchanges"]) == 7
+
+    fifo = kind == "fifo"
+    code, err = _cli("report", str(root), "--format", "json", blocking_risk=fifo)
+    assert code == 0 and "Traceback" not in err, err
+    assert f"warning: skipped {bad}: " in err and "not a journal of this dataset" in err
+
+    with caplog.at_level(logging.WARNING, "converse_tap"):
+        code, err = _cli("recover", str(root), blocking_risk=fifo)
+    err += caplog.text
+    assert code == 0 and "Traceback" not in err, err
+    assert f"skipped {bad}: " in err and "it is left in place" in err
+    assert "7 exchanges rows, 14 messages rows" in err
+    assert len(load(root, "exchanges")) == 7
+    assert bad.is_symlink() or bad.exists()  # not ours: never deleted
+    assert not list(d.glob("messages-*.arrows")) and not [p for p in d.glob("exchanges-*") if p != bad]
+
+
+def test_a_fifo_as_the_lock_blocks_neither_report_nor_recover(killed: Path, tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    d = _dead_writer(killed, root)
+    (d / "lock").unlink(missing_ok=True)
+    os.mkfifo(d / "lock")
+    code, err = _cli("report", str(root), "--format", "json", blocking_risk=True)
+    assert code == 0, err
+    code, err = _cli("recover", str(root), blocking_risk=True)
+    assert code == 0 and f"skipped {d}: its lock cannot be opened (a FIFO)" in err
+
+
+def test_a_journal_of_an_earlier_version_is_recovered_with_null_new_columns(killed: Path, tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    d = _dead_writer(killed, root)
+    (path,) = d.glob("exchanges-*.arrows")
+    with pa.ipc.open_stream(str(path)) as r:
+        old = r.read_all().drop_columns(["trace_id", "span_id", "parent_span_id"])  # schema version 1
+    path.unlink()
+    _stream(path, old)
+    assert recover(root)["exchanges"] == 7
+    assert load(root, "exchanges")["trace_id"].isna().all()

@@ -1,0 +1,56 @@
+"""Values JSON cannot hold or Python cannot represent, in every `sql` format: NaN and the infinities, infinite
+dates and times, years beyond 9999 or before 1, nested in structs, lists and maps. Each format stays valid and
+the command never stops with a traceback."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli_helpers import invoke
+
+QUERY = """SELECT 'nan'::DOUBLE AS nan, 'inf'::DOUBLE AS inf, '-inf'::FLOAT AS ninf,
+                  'infinity'::TIMESTAMP AS ts_inf, '-infinity'::DATE AS d_ninf, '294247-01-01'::DATE AS far,
+                  '5877642-06-25 (BC)'::DATE AS bc, {'a': 'infinity'::TIMESTAMPTZ, 'b': 'nan'::DOUBLE} AS s,
+                  ['294247-01-01'::DATE] AS l, MAP {'k': '-infinity'::TIMESTAMP} AS m, '2026-01-02'::DATE AS ok"""
+EXPECTED = {
+    "nan": "NaN",
+    "inf": "Infinity",
+    "ninf": "-Infinity",
+    "ts_inf": "infinity",
+    "d_ninf": "-infinity",
+    "far": "294247-01-01",
+    "bc": "-5877641-06-25",
+    "s": {"a": "infinity", "b": "NaN"},
+    "l": ["294247-01-01"],
+    "m": [["k", "-infinity"]],
+    "ok": "2026-01-02",
+}
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+def test_json_formats_stay_valid_json(sample: Path, fmt: str) -> None:
+    r = invoke("sql", str(sample), QUERY, "--format", fmt)
+    assert r.exit_code == 0, r.stderr
+    text = r.stdout if fmt == "json" else "[" + ",".join(r.stdout.splitlines()) + "]"
+
+    def strict(token: str) -> None:
+        raise AssertionError(f"{token} is not JSON")
+
+    assert json.loads(text, parse_constant=strict) == [EXPECTED]
+
+
+def test_csv_and_table_carry_the_same_values(sample: Path) -> None:
+    r = invoke("sql", str(sample), QUERY, "--format", "csv")
+    assert r.exit_code == 0, r.stderr
+    (row,) = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert {k: v for k, v in row.items() if k not in ("s", "l", "m")} == {
+        k: v for k, v in EXPECTED.items() if k not in ("s", "l", "m")
+    }
+    assert json.loads(row["s"]) == EXPECTED["s"]
+    r = invoke("sql", str(sample), QUERY, "--format", "table")
+    assert r.exit_code == 0 and "294247-01-01" in r.stdout and "-infinity" in r.stdout

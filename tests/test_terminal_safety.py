@@ -1,0 +1,71 @@
+"""Every text a reading command prints to a terminal is display-safe, whatever the dataset holds: `sql`'s table,
+`show`'s transcript, the agents listed by an unknown --agent, warnings and errors naming a file of the dataset.
+Built from the attack dataset (tests/analysis/hostile.py) and a file whose name carries escape sequences."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from converse_tap.textsafe import is_terminal_safe
+from tests.analysis.hostile import TERMINAL, build_hostile
+from tests.cli_helpers import invoke
+
+ESCAPED = "\\x1b[2J\\x1b]0;owned\\x07"  # how TERMINAL's start reads once escaped
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("hostile") / "data"
+    build_hostile(out)
+    return out
+
+
+def _safe(text: str) -> None:
+    assert is_terminal_safe(text, multiline=True), [line for line in text.splitlines() if not is_terminal_safe(line)]
+
+
+def test_sql_table_shows_control_characters_as_escapes(hostile: Path) -> None:
+    r = invoke("sql", str(hostile), "SELECT agent, text, routine_name, citations FROM messages", "--format", "table")
+    assert r.exit_code == 0
+    _safe(r.stdout)
+    assert ESCAPED in r.stdout and TERMINAL not in r.stdout
+
+
+def test_sql_json_keeps_the_exact_value(hostile: Path) -> None:
+    # data formats are data: the value itself, for a program to read (JSON escapes controls its own way)
+    query = "SELECT DISTINCT routine_name AS name FROM messages WHERE routine_name LIKE '%owned%'"
+    r = invoke("sql", str(hostile), query, "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout) == [{"name": TERMINAL}]
+
+
+def test_show_transcript_is_safe(hostile: Path) -> None:
+    r = invoke("show", str(hostile), "ctx-1")
+    assert r.exit_code == 0
+    _safe(r.stdout)
+    assert ESCAPED in r.stdout
+
+
+def test_an_unknown_agent_lists_the_agents_seen_safely(hostile: Path) -> None:
+    r = invoke("report", str(hostile), "--agent", "nobody")
+    assert r.exit_code == 2 and "The agents it saw:" in r.stderr
+    _safe(r.stderr)
+    assert "\\x1b[2J" in r.stderr
+
+
+def test_warnings_and_errors_naming_a_hostile_file_name_are_safe(hostile: Path, tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    shutil.copytree(hostile, root)
+    part = next((root / "exchanges").glob("date=*"))
+    (part / "evil\x1b]0;owned\x07\x1b[31m\u202e.parquet").write_bytes(b"not parquet")
+    r = invoke("report", str(root))
+    assert r.exit_code == 0 and "warning: skipped " in r.stderr
+    _safe(r.stderr)
+    _safe(r.stdout)
+    r = invoke("check", str(root), "--no-anomalies")
+    assert r.exit_code == 2 and "not its own" in r.stderr
+    _safe(r.stderr)
+    assert "evil\\x1b]0;owned\\x07" in r.stderr
