@@ -90,7 +90,7 @@ def test_a_bad_query_gets_the_engines_message_and_exit_2(sample: Path, query: st
     r = invoke("sql", str(sample), query)
     assert r.exit_code == 2 and r.stdout == ""
     assert r.stderr.startswith("Error: ") and message in r.stderr and "Traceback" not in r.stderr
-    assert "the views are exchanges, messages, agent_cards, replies, turns" in r.stderr
+    assert "the views are exchanges, messages, agent_cards, capture_gaps, replies, turns" in r.stderr
 
 
 def test_every_view_and_column_is_named_in_metrics_md(sample: Path) -> None:

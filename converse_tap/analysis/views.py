@@ -11,9 +11,9 @@ from .facts_sql import _TERMINAL, INSTANCES, conversations_sql
 from .load import Window
 from .sources import _arrow, _journaled, _quote, _scan_names, _window_sql
 
-STORED_VIEWS = ("exchanges", "messages", "agent_cards")
+STORED_VIEWS = ("exchanges", "messages", "agent_cards", "capture_gaps")
 FACT_VIEWS = ("replies", "turns", "conversations", "routine_instances")
-_STORED_TS = {"exchanges": "ts_start", "messages": "ts", "agent_cards": "ts"}
+_STORED_TS = {"exchanges": "ts_start", "messages": "ts", "agent_cards": "ts", "capture_gaps": "ts"}
 
 
 def create_named_views(engine: Engine, window: Window | None = None, facts: tuple[str, ...] = FACT_VIEWS) -> None:
@@ -42,7 +42,9 @@ def create_named_views(engine: Engine, window: Window | None = None, facts: tupl
             con.register(f"_{table}_all_empty", _arrow(pd.DataFrame(), table, list(schema.names)))
             parts.append(f"SELECT * FROM _{table}_all_empty")
         source = "(" + " UNION ALL BY NAME ".join(f"({p})" for p in parts) + ")"
-        where = _window_sql(window, _STORED_TS[table])
+        # (a gap note belongs to no agent: the time window alone narrows it)
+        narrow = window if "agent" in schema.names else Window(since=window.since, until=window.until)
+        where = _window_sql(narrow, _STORED_TS[table])
         con.execute(f"CREATE OR REPLACE VIEW stored.{table} AS SELECT * FROM {source} WHERE {where}")
     if set(facts) & {"replies", "turns", "conversations", "routine_instances"}:
         engine.build("replies")

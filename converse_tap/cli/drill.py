@@ -56,8 +56,8 @@ def sql_command(
     """Run one read-only SQL query over views named for the report's concepts.
 
     \b
-    Views: exchanges, messages, agent_cards (the stored tables, every column), and replies, turns,
-    conversations, routine_instances (the facts exactly as the report computes them; docs/metrics.md).
+    Views: exchanges, messages, agent_cards, capture_gaps (the stored tables, every column), and replies,
+    turns, conversations, routine_instances (the facts exactly as the report computes them; docs/metrics.md).
     The query runs out of core like the report; --agent/--since/--until narrow every view.
     \b
     Examples:

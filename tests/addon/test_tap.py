@@ -406,3 +406,18 @@ def test_records_the_proxy_drops_are_written_down_and_reported(tmp_path: Path) -
     assert len(load(tmp_path / "data", "exchanges")) == sent
     notes = build_report(Engine.over_dataset(tmp_path / "data"))["dataset"]["notes"]
     assert any(f"the recorder lost {dropped} capture records between " in n for n in notes), notes
+
+
+def test_capture_gaps_are_a_view_of_sql(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from converse_tap.cli import cli
+    from converse_tap.store.writer import CaptureGap, DatasetWriter
+
+    writer = DatasetWriter(tmp_path, flush_interval=60)
+    writer.start()
+    writer.submit(CaptureGap("worker_died", 12, 3400, 1.0e9, 1.0e9 + 5))
+    writer.close()
+    query = "SELECT reason, records FROM capture_gaps"
+    result = CliRunner().invoke(cli, ["sql", str(tmp_path), query, "--format", "csv", "--agent", "a"])
+    assert (result.exit_code, result.stdout) == (0, "reason,records\nworker_died,12\n"), result.output
