@@ -17,7 +17,7 @@ from .grpc_frames import GrpcFrame
 from .headers import split_uris
 from .objects import MAX_SIGHTINGS, Sighting, Walk, get
 from .redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy, cached_for_short
-from .rows import MESSAGE_METHODS, Ctx, Extraction, id_or_none
+from .rows import MESSAGE_METHODS, Ctx, Extraction, id_or_none, redact_wire_text
 from .sse import SseEvent, parse_sse
 from .traceparent import trace_columns
 
@@ -379,31 +379,6 @@ def _final(doc: Any) -> bool:
     return any(isinstance(v, dict) and v.get("final") is True for v in result.values())
 
 
-# columns of text from the wire other than message text and identifiers: servers quote URLs, tokens and keys
-# in errors, and an attacker can put one in any name or enum (anomalies quote the odd values)
-_EXCHANGE_TEXT = (
-    "method",
-    "method_raw",
-    "a2a_version",
-    "content_type",
-    "task_state",
-    "error_status",
-    "error_message",
-    "error_reason",
-    "anomalies",
-)
-_MESSAGE_TEXT = ("method", "role", "task_state", "event_kind", "artifact_name", "part_kinds", "anomalies")
-
-
-def _redact_text(row: dict[str, Any], columns: tuple[str, ...], redaction: Redaction) -> None:
-    for key in columns:
-        value = row[key]
-        if isinstance(value, str):
-            row[key] = redaction.log_text(value)
-        elif value:  # a list of strings
-            row[key] = [redaction.log_text(v) for v in value]
-
-
 def _finish(out: Extraction, walk: Walk, req: A2ARequest, confirmed: bool, redaction: Redaction) -> Extraction | None:
     if not confirmed:
         return None
@@ -430,8 +405,7 @@ def _finish(out: Extraction, walk: Walk, req: A2ARequest, confirmed: bool, redac
     if row["converse_echoed"] and not row["converse_requested"]:
         row["anomalies"].append("converse_echoed_not_requested")
     for m in out.messages:  # sightings inherit what the exchange learnt about their task
-        _redact_text(m, _MESSAGE_TEXT, redaction)
         m["context_id"] = m["context_id"] or row["context_id"]
         m["task_id"] = m["task_id"] or (row["task_id"] if m["direction"] == "response" else m["task_id"])
-    _redact_text(row, _EXCHANGE_TEXT, redaction)
+    redact_wire_text(out, redaction)
     return out

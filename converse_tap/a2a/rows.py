@@ -227,3 +227,35 @@ def is_a2a_error(doc: Any) -> bool:
     return isinstance(details, list) and any(
         isinstance(d, dict) and d.get("domain") == "a2a-protocol.org" for d in details
     )
+
+
+# columns of text from the wire other than message text and identifiers: servers quote URLs, tokens and keys
+# in errors, and an attacker can put one in any name or enum (anomalies quote the odd values)
+_EXCHANGE_TEXT = (
+    "method",
+    "method_raw",
+    "a2a_version",
+    "content_type",
+    "task_state",
+    "error_status",
+    "error_message",
+    "error_reason",
+    "anomalies",
+)
+_MESSAGE_TEXT = ("method", "role", "task_state", "event_kind", "artifact_name", "part_kinds", "anomalies")
+
+
+def redact_wire_text(out: Extraction, redaction: Redaction) -> None:
+    """Every column of wire text (_EXCHANGE_TEXT, _MESSAGE_TEXT) of an extraction redacted as free text."""
+    _redact_text(out.exchange, _EXCHANGE_TEXT, redaction)
+    for m in out.messages:
+        _redact_text(m, _MESSAGE_TEXT, redaction)
+
+
+def _redact_text(row: dict[str, Any], columns: tuple[str, ...], redaction: Redaction) -> None:
+    for key in columns:
+        value = row[key]
+        if isinstance(value, str):
+            row[key] = redaction.log_text(value)
+        elif value:  # a list of strings
+            row[key] = [redaction.log_text(v) for v in value]

@@ -29,8 +29,9 @@ from ..a2a.redact import Redaction, TextPolicy, install_log_redactor
 from ..a2a.sse import SseParser
 from ..export.live import LiveExport
 from ..store import objstore
+from ..store.gaps import CaptureGap
 from ..store.recovery import recover
-from ..store.writer import CaptureGap, DatasetWriter
+from ..store.writer import DatasetWriter
 from .bypass import BypassCheck
 from .flows import PREFIX, _addr, _body
 from .summary import summary_lines

@@ -21,6 +21,7 @@ from ..a2a.extract import Extraction
 from . import objstore
 from .batches import TS_COLUMNS, UNSTORABLE, mend_rows, rows_to_batch, to_micros
 from .files import JOURNAL_DIR, make_dir, write_parquet, writer_id
+from .gaps import CaptureGap
 from .recovery import read_all
 from .schema import TABLES
 
@@ -28,30 +29,6 @@ log = logging.getLogger(__name__)
 
 _STOP = object()
 Job = Callable[[], Extraction | None]
-
-
-@dataclass(frozen=True, slots=True)
-class CaptureGap:
-    """Records a recorder lost before they became rows (a `capture_gaps` row): written like any row, so a report
-    can say which period its figures undercount."""
-
-    reason: str
-    records: int
-    bytes: int
-    ts_from: float | None
-    ts_to: float | None
-
-    def row(self) -> dict[str, Any]:
-        now = time.time()
-        return {
-            "exchange_id": f"gap-{os.getpid()}-{time.time_ns()}",
-            "ts": now,
-            "ts_from": self.ts_from,
-            "ts_to": self.ts_to,
-            "reason": self.reason,
-            "records": self.records,
-            "bytes": self.bytes,
-        }
 
 
 @dataclass

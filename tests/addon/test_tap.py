@@ -412,7 +412,8 @@ def test_capture_gaps_are_a_view_of_sql(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
     from converse_tap.cli import cli
-    from converse_tap.store.writer import CaptureGap, DatasetWriter
+    from converse_tap.store.gaps import CaptureGap
+    from converse_tap.store.writer import DatasetWriter
 
     writer = DatasetWriter(tmp_path, flush_interval=60)
     writer.start()

@@ -202,8 +202,8 @@ def test_rows_to_batch_is_from_pylist(tmp_path: Path) -> None:
     from converse_tap import flowfile
     from converse_tap.addon.flows import exchange_from_flow
     from converse_tap.store.batches import TS_COLUMNS, UNSTORABLE, rows_to_batch, to_micros
+    from converse_tap.store.gaps import CaptureGap
     from converse_tap.store.schema import TABLES
-    from converse_tap.store.writer import CaptureGap
     from tests.captures import write_capture
     from tests.golden.sample import sample_flows
 
