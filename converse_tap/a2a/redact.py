@@ -346,7 +346,7 @@ def redact_card_json(card: Any, redaction: Redaction = NO_OPERATOR_PATTERNS, tex
     already; it is returned itself when nothing changes."""
     if text is None:
         text = stored_json(card)
-    if not redaction.patterns and not might_hold_url(text) and not _CANDIDATE.search(text):
+    if not redaction.patterns and not _CANDIDATE.search(text) and not might_hold_url(text):
         return text  # the common case (no URL, no run a credential shape could be), without walking it
     if not redaction.changes(card):
         return text  # nothing to redact: the copy would serialise to the same text

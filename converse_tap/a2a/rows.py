@@ -8,6 +8,7 @@ from typing import Any
 
 from .card import card_fields
 from .classify import A2ARequest
+from .constants import CARD_METHOD, JSONRPC_V03_METHODS, JSONRPC_V1_METHODS, TASK_STATES
 from .envelope import empty_envelope, find_envelope, flatten_envelope
 from .exchange import HttpExchange
 from .objects import Sighting, Walk, extensions_of, get, normalise_role, part_kind, parts_of, text_of, walk_result
@@ -252,10 +253,20 @@ def redact_wire_text(out: Extraction, redaction: Redaction) -> None:
         _redact_text(m, _MESSAGE_TEXT, redaction)
 
 
+# values those columns hold on nearly every row, which no redaction changes: looked up, not redacted
+_PLAIN = frozenset(
+    {*JSONRPC_V1_METHODS, *JSONRPC_V03_METHODS, *JSONRPC_V03_METHODS.values(), *TASK_STATES.values(), CARD_METHOD}
+    | {"user", "agent", "message", "task", "status-update", "artifact-update", "text", "data", "file", "unknown"}
+    | {"application/json", "text/event-stream", "application/grpc", "1.0", "0.3", "0.3.0"}
+)
+
+
 def _redact_text(row: dict[str, Any], columns: tuple[str, ...], redaction: Redaction) -> None:
+    plain = _PLAIN if not redaction.patterns else frozenset()
     for key in columns:
         value = row[key]
         if isinstance(value, str):
-            row[key] = redaction.log_text(value)
+            if value not in plain:
+                row[key] = redaction.log_text(value)
         elif value:  # a list of strings
-            row[key] = [redaction.log_text(v) for v in value]
+            row[key] = [v if v in plain else redaction.log_text(v) for v in value]
