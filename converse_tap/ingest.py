@@ -36,6 +36,7 @@ BATCH_BYTES = 16 * 1024 * 1024  # ...and after this many bytes of bodies read
 ROLLOVER_ROWS = 1_000_000
 ROLLOVER_BYTES = 16 * 1024 * 1024  # of journal: the size of what a roll-over reads back into memory
 NOT_STORED = "response_body_not_stored"
+LISTED = 20  # unreadable records (flows, HAR entries) named one by one, per process; the rest are counted
 
 
 @dataclass
@@ -44,6 +45,8 @@ class IngestResult:
     flows: int = 0
     exchanges: int = 0
     errors: list[IngestError] = field(default_factory=list)
+    skipped: int = 0  # records (flows, HAR entries) that could not be read, each costing only itself
+    unlisted: int = 0  # of those, the ones past the first LISTED, not in `errors`
     duplicates: int = 0  # flows whose exchange was already in the dataset or earlier in the input
     not_stored: int = 0  # exchanges whose response body the capture does not hold (streamed, not stored)
     unwritten: int = 0  # rows that could not be written (the disk failed) and are lost
@@ -162,7 +165,11 @@ class _Run:
             self._read(_har_exchanges(part.path, self.share.max_body, hpos), lambda: hpos.offset)
         else:
             fpos = flowfile.Position(flows=part.before)
-            source = flowfile.read(part.path, self.share.max_body, part.start, part.end, fpos)
+
+            def skipped(offset: int, reason: str) -> None:
+                self._skipped(IngestError(part.path, f"byte {offset} (flow {fpos.flows + 1})", reason))
+
+            source = flowfile.read(part.path, self.share.max_body, part.start, part.end, fpos, skipped)
             try:
                 self._read(source, lambda: fpos.offset - part.start)
             except flowfile.Damaged as e:
@@ -170,6 +177,14 @@ class _Run:
                 raise IngestError(part.path, f"byte {e.offset} (after flow {fpos.flows})", reason) from e
         if self.report is not None:
             self.report(self.done_bytes + part.size(), self.result.flows)
+
+    def _skipped(self, error: IngestError) -> None:
+        """A record that could not be read: named (the first LISTED), counted, and the next one read."""
+        self.result.skipped += 1
+        if self.result.skipped > LISTED:
+            self.result.unlisted += 1
+        else:
+            self.result.errors.append(error)
 
     def _read(self, source: Iterator[HttpExchange], where: Callable[[], int]) -> None:
         for n, ex in enumerate(source, 1):
@@ -348,6 +363,8 @@ def _merge(into: IngestResult, part: IngestResult) -> None:
     into.flows += part.flows
     into.exchanges += part.exchanges
     into.errors.extend(part.errors)
+    into.skipped += part.skipped
+    into.unlisted += part.unlisted
     into.duplicates += part.duplicates
     into.not_stored += part.not_stored
     into.unwritten += part.unwritten
