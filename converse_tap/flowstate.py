@@ -46,7 +46,7 @@ def _pairs(value: Any, field: str) -> list[tuple[bytes, bytes]]:
         if type(item) is not tuple or len(item) != 2 or type(item[0]) is not bytes or type(item[1]) is not bytes:
             break
     else:
-        return value  # as the fast reader gives them
+        return list(value)  # as the fast reader gives them
     out = []
     for item in value:
         if not isinstance(item, (list, tuple)) or len(item) != 2:
