@@ -33,6 +33,18 @@ _DECODER = json.JSONDecoder()
 _MAX_TS = 253_402_300_799.0  # 9999-12-31T23:59:59Z
 
 
+@dataclass(frozen=True)
+class Unreadable:
+    """A JSON value passed over unparsed: `reason` says why."""
+
+    reason: str
+
+
+_IN_STRING = re.compile(r'["\\]')
+_OUTSIDE = re.compile(r'["\[\]{}]|[^"\[\]{}\s,:]+')
+_BARE = re.compile(r'[^"\[\]{}\s,:]*')
+
+
 class HarError(Exception):
     """`position` is where the file stops making sense (`line L column C`, `log.entries[i]`)."""
 
@@ -98,7 +110,9 @@ class _Text:
         self.i += 1
 
     def value(self) -> Any:
-        """The next JSON value, read on until it is complete."""
+        """The next JSON value, read on until it is complete. A value that is valid JSON but cannot be held or parsed
+        (larger than MAX_ENTRY, nested deeper than the parser recurses, a number of thousands of digits) is
+        passed over without being held, and comes back as an `Unreadable` naming why."""
         self.skip_space()
         while True:
             try:
@@ -106,17 +120,59 @@ class _Text:
             except json.JSONDecodeError as e:
                 cut = e.pos >= len(self.buf) - 1 or e.msg.startswith("Unterminated string")
                 if cut and len(self.buf) - self.i > MAX_ENTRY:
-                    raise HarError(self.error("").position, f"an entry larger than {MAX_ENTRY >> 20} MiB") from e
+                    return self.skip(f"larger than {MAX_ENTRY >> 20} MiB")
                 if cut and self.more():
                     self.want = min(self.want * 2, 64 * CHUNK)  # a large value: read on in larger steps
                     continue
                 raise self.error(e.msg, e.pos) from e
+            except RecursionError:
+                return self.skip("nested deeper than the JSON parser allows")
+            except ValueError as e:  # valid JSON the parser refuses (an integer of over 4,300 digits)
+                return self.skip(f"not parsed ({str(e)[:80]})")
             cut_number = end >= len(self.buf) and not self.eof and isinstance(doc, (int, float))
             if cut_number and self.more():  # a number cut at the end of what was read: read on
                 continue
             self.i = end
             self.want = CHUNK
             return doc
+
+    def skip(self, why: str) -> Unreadable:
+        """Past the value at the cursor without parsing it: brackets and strings are matched by scanning, and the
+        text scanned is dropped as the scan goes on, so memory holds about one chunk whatever the value."""
+        self.want = CHUNK
+        depth, in_string = 0, False
+        while True:
+            m = (_IN_STRING if in_string else _OUTSIDE).search(self.buf, self.i)
+            if m is None:
+                self.i = len(self.buf)
+                if not self.more():
+                    raise self.error("Unterminated value")
+                continue
+            c = m.group()
+            if in_string:
+                if c == "\\":
+                    if m.end() >= len(self.buf):  # the escaped character is in the text still to come
+                        self.i = m.start()
+                        if not self.more():
+                            raise self.error("Unterminated string")
+                        continue
+                    self.i = m.end() + 1
+                    continue
+                in_string = False
+            elif c == '"':
+                in_string = True
+            elif c in "[{":
+                depth += 1
+            elif c in "]}":
+                depth -= 1
+            elif depth == 0:  # a bare number or literal: to its end, however many chunks it spans
+                self.i = m.end()
+                while self.i >= len(self.buf) and self.more():
+                    self.i = _BARE.match(self.buf, self.i).end()  # type: ignore[union-attr]
+                return Unreadable(why)
+            self.i = m.end()
+            if depth <= 0 and not in_string:
+                return Unreadable(why)
 
     def error(self, msg: str, at: int | None = None) -> HarError:
         at = self.i if at is None else at

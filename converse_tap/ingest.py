@@ -162,7 +162,8 @@ class _Run:
     def _part(self, part: Part) -> None:
         if part.har:
             hpos = harfile.HarPosition()
-            self._read(_har_exchanges(part.path, self.share.max_body, hpos), lambda: hpos.offset)
+            source = _har_exchanges(part.path, self.share.max_body, hpos, self._skipped)
+            self._read(source, lambda: hpos.offset)
         else:
             fpos = flowfile.Position(flows=part.before)
 
@@ -255,14 +256,22 @@ class _Run:
             self.result.write_error = self.result.write_error or f"cannot write to {self.share.out}"
 
 
-def _har_exchanges(path: Path, max_body: int, pos: harfile.HarPosition) -> Iterator[HttpExchange]:
+def _har_exchanges(
+    path: Path, max_body: int, pos: harfile.HarPosition, skipped: Callable[[IngestError], None]
+) -> Iterator[HttpExchange]:
+    """The exchanges of a HAR's entries; an entry that cannot be one costs only itself (`skipped` is told)."""
     i = -1
     try:
         for i, entry in enumerate(harfile.entries(path, pos)):
+            if isinstance(entry, harfile.Unreadable):
+                skipped(IngestError(path, f"log.entries[{i}]", f"unreadable entry ({entry.reason})"))
+                continue
             try:
                 ex = harfile.exchange(entry, max_body)
             except Exception as e:  # mitmproxy's importer raises whatever a malformed entry provokes
-                raise IngestError(path, f"log.entries[{i}]", f"malformed entry ({type(e).__name__}: {e})") from e
+                why = "nested too deep" if isinstance(e, RecursionError) else f"{type(e).__name__}: {str(e)[:200]}"
+                skipped(IngestError(path, f"log.entries[{i}]", f"malformed entry ({why})"))
+                continue
             yield ex
     except harfile.HarError as e:
         position = e.position if i < 0 or not e.position.startswith("log.") else f"log.entries[{i + 1}]"

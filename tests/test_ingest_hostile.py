@@ -4,6 +4,7 @@ themselves, are named with their position and reason, and never crash, hang or g
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 import sys
 import uuid
@@ -168,3 +169,67 @@ def test_many_unreadable_records_are_counted_and_the_first_listed(tmp_path: Path
     assert proc.stderr.count("request.port is of type str") == LISTED
     assert f"7 more records could not be read and are not listed ({LISTED + 7} unreadable records in all" in proc.stderr
     assert "1 new A2A exchanges" in proc.stderr
+
+
+# HAR files
+
+
+def _har_entry(text: str = "hi") -> dict[str, Any]:
+    from tests.test_ingest import _entry
+
+    return _entry(text)
+
+
+def _har(path: Path, *entries: Any) -> Path:
+    """A HAR whose entries are given as JSON text (str) or as objects."""
+    parts = [e if isinstance(e, str) else json.dumps(e) for e in entries]
+    path.write_text('{"log": {"version": "1.2", "entries": [' + ", ".join(parts) + "]}}")
+    return path
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "[" * 100_000 + "]" * 100_000,
+        '{"request": ' + '{"a": ' * 100_000 + "1" + "}" * 100_000 + "}",
+        "1" * 5000,
+        '{"time": ' + "9" * 5000 + "}",
+        "7",
+        '{"request": "x"}',
+        '{"startedDateTime": 5}',
+    ],
+    ids=["deep-list", "deep-object", "long-number", "long-number-inside", "int", "request-str", "start-int"],
+)
+def test_a_har_entry_that_cannot_be_an_exchange_costs_only_itself(tmp_path: Path, bad: str) -> None:
+    path = _har(tmp_path / "x.har", _har_entry("one"), bad, _har_entry("two"))
+    result = ingest([path], tmp_path / "out", TextPolicy())
+    assert (result.exchanges, result.skipped) == (2, 1)
+    (err,) = result.errors
+    assert err.path == path and err.position == "log.entries[1]"
+
+
+def test_deep_nesting_beside_the_entries_is_passed_over(tmp_path: Path) -> None:
+    path = tmp_path / "x.har"
+    deep = "[" * 100_000 + "]" * 100_000
+    path.write_text(
+        '{"creator": ' + deep + ', "log": {"pages": ' + deep + ', "entries": [' + json.dumps(_har_entry()) + "]}}"
+    )
+    result = ingest([path], tmp_path / "out", TextPolicy())
+    assert (result.exchanges, result.errors) == (1, [])
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5, 8, 13, 64])
+def test_an_entry_too_large_is_passed_over_in_bounded_steps_at_any_chunking(
+    tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from converse_tap import harfile
+
+    monkeypatch.setattr(harfile, "CHUNK", chunk)
+    monkeypatch.setattr(harfile, "MAX_ENTRY", 40)
+    tricky = '{"a": "] } \\" \\\\", "b": [1, 2.5e3, true, null, {"c": "[{"}], "d": "' + "x" * 60 + '\\\\"}'
+    small = '{"x": 1}'  # not an entry: reported on its own, after the skipped one
+    path = _har(tmp_path / "x.har", tricky, small, "1" * 5000)
+    entries = list(harfile.entries(path))
+    assert entries[0] == harfile.Unreadable("larger than 0 MiB")
+    assert entries[1] == {"x": 1}
+    assert isinstance(entries[2], harfile.Unreadable) and len(entries) == 3
