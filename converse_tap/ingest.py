@@ -267,11 +267,12 @@ def _har_exchanges(
                 skipped(IngestError(path, f"log.entries[{i}]", f"unreadable entry ({entry.reason})"))
                 continue
             try:
-                ex = harfile.exchange(entry, max_body)
+                ex = harfile.exchange(entry, max_body, pos.size)
             except Exception as e:  # mitmproxy's importer raises whatever a malformed entry provokes
                 why = "nested too deep" if isinstance(e, RecursionError) else f"{type(e).__name__}: {str(e)[:200]}"
                 skipped(IngestError(path, f"log.entries[{i}]", f"malformed entry ({why})"))
                 continue
+            del entry  # a large entry is not held while its exchange is extracted and written
             yield ex
     except harfile.HarError as e:
         position = e.position if i < 0 or not e.position.startswith("log.") else f"log.entries[{i + 1}]"

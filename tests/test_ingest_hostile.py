@@ -233,3 +233,38 @@ def test_an_entry_too_large_is_passed_over_in_bounded_steps_at_any_chunking(
     assert entries[0] == harfile.Unreadable("larger than 0 MiB")
     assert entries[1] == {"x": 1}
     assert isinstance(entries[2], harfile.Unreadable) and len(entries) == 3
+
+
+def test_har_entries_near_and_past_the_entry_limit_stay_within_the_memory_bound(tmp_path: Path) -> None:
+    """A 31 MiB entry was held as text, parsed, serialised again for its id and converted by mitmproxy's
+    importer several times over (five times its size); a 40 MiB entry was read whole although past the limit:
+    a HAR of large entries took ingest past 256 MiB (334 MB here)."""
+    from converse_tap import harfile
+
+    near, past, base64_body = _har_entry("near"), _har_entry("past"), _har_entry("b64")
+    near["response"]["content"]["text"] = "x" * (harfile.MAX_ENTRY - (1 << 20))
+    past["response"]["content"]["text"] = "y" * (harfile.MAX_ENTRY + (8 << 20))
+    base64_body["response"]["content"] = {"encoding": "base64", "text": "QUJD" * (6 << 20)}  # 18 MiB of "ABC"
+    path = _har(tmp_path / "big.har", near, past, base64_body, _har_entry("small"))
+    code = (  # VmHWM: ru_maxrss would count the pytest process the child was forked from
+        "import atexit, sys; from converse_tap.cli import cli; sys.argv[0] = 'converse-tap';"
+        "hwm = lambda: [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0];"
+        "atexit.register(lambda: print('peak', hwm())); cli()"
+    )
+    args = ["ingest", str(path), "--out", str(tmp_path / "out"), "--jobs", "1"]
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert f"log.entries[1]: unreadable entry (larger than {harfile.MAX_ENTRY >> 20} MiB)" in proc.stderr
+    peak_kib = int(proc.stdout.rsplit("peak ", 1)[1])
+    assert peak_kib < 256 * 1024, peak_kib
+    rows = load(tmp_path / "out", "exchanges").to_dict("records")
+    sizes = sorted(a for row in rows for a in row["anomalies"] if a.startswith("response_body_too_large:"))
+    assert sizes == [f"response_body_too_large:{18 << 20}", f"response_body_too_large:{harfile.MAX_ENTRY - (1 << 20)}"]
+    assert len(rows) == 3
+
+
+def test_a_large_entry_keeps_the_id_it_always_had() -> None:
+    from converse_tap import harfile
+
+    entry = _har_entry("é ☃ \U0001f600 \udcff")
+    assert harfile.entry_id(entry, size=harfile.LARGE + 1) == harfile.entry_id(entry)
