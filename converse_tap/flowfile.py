@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -27,11 +27,17 @@ from mitmproxy.io import compat, tnetstring
 
 from .a2a.exchange import HttpExchange
 from .addon.flows import DEFAULT_MAX_BODY, PREFIX, exchange_from_state
+from .flowstate import BadRecord, checked
 
 _RELEASE = 4 * 1024 * 1024  # bytes of mapped file read between two releases of their pages
 _BYTES, _STR, _INT, _FLOAT, _BOOL, _NULL, _LIST, _DICT = b",;#^!~]}"
 _PAGE = mmap.ALLOCATIONGRANULARITY
 _KEY_TAGS = (_STR, _BYTES)
+MAX_SCALAR = 1024 * 1024  # bytes of a field that is not a body or a header list (a path, a timestamp, an error)
+MAX_HEADERS = 10_000  # header fields of one request or response
+MAX_WHOLE = 64 * 1024 * 1024  # a record of an older format is parsed whole: above this, it is not read
+
+Skipped = Callable[[int, str], None]  # (byte offset, why): a record that cannot be read, the next one is
 
 
 class Damaged(Exception):
@@ -161,6 +167,8 @@ def _headers(buf: Any, start: int, stop: int) -> list[tuple[bytes, bytes]]:
         if ve + 1 != pe or buf[pe] != _LIST or buf[ne] != _BYTES or buf[ve] != _BYTES or ne < ns or ve < vs:
             raise _Bad("a header that is not a pair of byte strings")
         out.append((buf[ns:ne], buf[vs:ve]))
+        if len(out) > MAX_HEADERS:
+            raise _Bad(f"more than {MAX_HEADERS} header fields")
         pos = pe + 1
     return out
 
@@ -169,36 +177,42 @@ _SCALARS = (b"method", b"scheme", b"host", b"port", b"path", b"http_version", b"
 _TIMES = (b"timestamp_start", b"timestamp_end")
 
 
-def _message(buf: Any, loc: tuple[int, int, int], max_body: int) -> dict[str, Any] | None:
-    """The request or response fields `exchange_from_state` reads; a body above `max_body` as its size and prefix."""
+def _small(buf: Any, loc: tuple[int, int, int]) -> Any:
+    """A value that should be a scalar or a short list (a timestamp, a host, an address), parsed whole unless it is
+    larger than any such value can be: then costs the record, instead of memory."""
     start, stop, tag = loc
-    if tag == _NULL:
-        return None
+    if stop - start > MAX_SCALAR:
+        raise _Bad(f"a field of {stop - start} bytes where a short value belongs")
+    return _value(buf, start, stop, tag)
+
+
+def _message(buf: Any, loc: tuple[int, int, int], max_body: int) -> Any:
+    """The request or response fields `exchange_from_state` reads; a body above `max_body` as its size and prefix.
+    Values of the wrong type are passed on for `flowstate.checked` to judge, never parsed past a bounded size."""
+    start, stop, tag = loc
     if tag != _DICT:
-        raise _Bad("a request or response that is not a dict")
+        return _small(buf, loc) if tag != _LIST else []
     fields = _fields(buf, start, stop)
     out: dict[str, Any] = {}
     for key in _SCALARS:
         if key in fields:
-            out[key.decode()] = _value(buf, *fields[key])
+            out[key.decode()] = _small(buf, fields[key])
     for key in _TIMES:
         if key in fields:
-            out[key.decode()] = _value(buf, *fields[key])
+            out[key.decode()] = _small(buf, fields[key])
     for key in (b"headers", b"trailers"):  # trailers: gRPC's status
         if key in fields:
             hs, he, ht = fields[key]
-            if ht == _NULL and key == b"trailers":
-                continue
-            if ht != _LIST:
-                raise _Bad(f"{key.decode()} that are not a list")
-            out[key.decode()] = _headers(buf, hs, he)
+            out[key.decode()] = _headers(buf, hs, he) if ht == _LIST else _small(buf, fields[key])
     if b"content" in fields:
         cs, ce, ct = fields[b"content"]
         if ct == _BYTES and ce - cs > max_body:
             out["content"] = buf[cs : cs + PREFIX]
             out["content_size"] = ce - cs
-        else:
+        elif ct in (_BYTES, _NULL):
             out["content"] = _value(buf, cs, ce, ct)
+        else:
+            out["content"] = chr(ct)  # not a body: `checked` says so
     return out
 
 
@@ -210,7 +224,7 @@ def _client(buf: Any, loc: tuple[int, int, int]) -> dict[str, Any] | None:
     if peer is None:
         fields = _fields(buf, start, stop)
         peer = fields.get(b"peername")
-    return {"peername": _value(buf, *peer)} if peer is not None else {}
+    return {"peername": _small(buf, peer)} if peer is not None else {}
 
 
 def _server(buf: Any, loc: tuple[int, int, int]) -> dict[str, Any] | None:
@@ -218,7 +232,7 @@ def _server(buf: Any, loc: tuple[int, int, int]) -> dict[str, Any] | None:
     if tag != _DICT:
         return None if tag == _NULL else {}
     fields = _fields(buf, start, stop, until=b"address")
-    address = _value(buf, *fields[b"address"]) if b"address" in fields else None
+    address = _small(buf, fields[b"address"]) if b"address" in fields else None
     if address:
         return {"address": address}
     client = _client(buf, loc)  # the peername, found the same way
@@ -235,10 +249,10 @@ def _state(buf: Any, start: int, stop: int, max_body: int) -> dict[str, Any] | N
     state: dict[str, Any] = {}
     for key in (b"type", b"id", b"error"):
         if key in fields:
-            state[key.decode()] = _value(buf, *fields[key])
+            state[key.decode()] = _small(buf, fields[key])
     if state.get("type") != "http":
         return state
-    state["request"] = _message(buf, fields[b"request"], max_body)
+    state["request"] = _message(buf, fields[b"request"], max_body) if b"request" in fields else None
     state["response"] = _message(buf, fields[b"response"], max_body) if b"response" in fields else None
     if b"client_conn" in fields:
         state["client_conn"] = _client(buf, fields[b"client_conn"])
@@ -249,9 +263,13 @@ def _state(buf: Any, start: int, stop: int, max_body: int) -> dict[str, Any] | N
 
 def _whole(buf: Any, start: int, stop: int, tag: int) -> dict[str, Any]:
     """A record of an older format: parsed whole and migrated, as mitmproxy's FlowReader does."""
-    state = tnetstring.parse(tag, memoryview(buf[start:stop]))
+    if stop - start > MAX_WHOLE:
+        raise _Bad(f"a record of another flow format larger than {MAX_WHOLE >> 20} MiB is not migrated")
+    state = tnetstring.parse(tag, memoryview(buf)[start:stop])
     if not isinstance(state, dict):
         raise _Bad(f"a {type(state).__name__}, not a flow")
+    if "version" not in state:
+        raise _Bad("a record without a flow format version")
     migrated: dict[str, Any] = cast(dict[str, Any], compat.migrate_flow(state))  # a flow state has str keys
     return migrated
 
@@ -270,9 +288,13 @@ def read(
     start: int = 0,
     end: int | None = None,
     position: Position | None = None,
+    skipped: Skipped | None = None,
 ) -> Iterator[HttpExchange]:
     """The HTTP exchanges of the records in bytes [start, end) of a flow file; `position` follows the reader.
-    A record that cannot be read raises Damaged with its offset, after the exchanges before it."""
+    A record whose contents cannot become an exchange (wrong types, a failed migration, nesting too deep) costs
+    only itself: `skipped` is told its offset and why, and reading goes on with the next record. Where the
+    records' framing itself stops making sense (a truncated file, an absurd length), Damaged is raised with its
+    offset, after the exchanges before it."""
     pos = position if position is not None else Position()
     pos.offset = start
     with open(path, "rb") as f:
@@ -282,12 +304,14 @@ def read(
             return
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     try:
-        yield from _records(mm, pos, stop_at, max_body)
+        yield from _records(mm, pos, stop_at, max_body, skipped)
     finally:
         mm.close()
 
 
-def _records(mm: mmap.mmap, pos: Position, stop_at: int, max_body: int) -> Iterator[HttpExchange]:
+def _records(
+    mm: mmap.mmap, pos: Position, stop_at: int, max_body: int, skipped: Skipped | None
+) -> Iterator[HttpExchange]:
     released = pos.offset - pos.offset % _PAGE
     size = len(mm)
     while pos.offset < stop_at:
@@ -299,12 +323,12 @@ def _records(mm: mmap.mmap, pos: Position, stop_at: int, max_body: int) -> Itera
         if tag != _DICT:
             raise Damaged(offset, f"a record of type {chr(tag)!r}, not a flow")
         try:
-            state = _state(mm, start, stop, max_body)
-            if state is None:
-                state = _whole(mm, start, stop, tag)
-            exchange = exchange_from_state(state, max_body, "ingest") if state.get("type") == "http" else None
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
-            raise Damaged(offset, f"unreadable flow ({type(e).__name__}: {e})") from e
+            exchange = _exchange(mm, start, stop, tag, max_body)
+        except Exception as e:  # the record's own content, whatever it provokes (mitmproxy's migration too)
+            exchange = None
+            if skipped is None:
+                raise Damaged(offset, _why(e)) from e
+            skipped(offset, _why(e))
         pos.offset = stop + 1
         pos.flows += 1
         if pos.offset - released >= _RELEASE:  # give the pages read back: memory stays flat over any file
@@ -313,6 +337,27 @@ def _records(mm: mmap.mmap, pos: Position, stop_at: int, max_body: int) -> Itera
             released = upto
         if exchange is not None:
             yield exchange
+
+
+def _exchange(mm: mmap.mmap, start: int, stop: int, tag: int, max_body: int) -> HttpExchange | None:
+    """The exchange of one record, None for a flow that is not HTTP."""
+    state = _state(mm, start, stop, max_body)
+    if state is None:
+        state = _whole(mm, start, stop, tag)
+    if state.get("type") != "http":
+        return None
+    state, anomalies = checked(state)
+    exchange = exchange_from_state(state, max_body, "ingest")
+    exchange.anomalies.extend(anomalies)
+    return exchange
+
+
+def _why(e: Exception) -> str:
+    if isinstance(e, RecursionError):
+        return "unreadable flow (values nested too deep)"
+    if isinstance(e, (_Bad, BadRecord)):
+        return f"unreadable flow ({e})"
+    return f"unreadable flow ({type(e).__name__}: {str(e)[:200]})"
 
 
 def ids(path: Path, start: int = 0, end: int | None = None) -> Iterator[str]:

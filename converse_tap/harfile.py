@@ -8,6 +8,7 @@ content, so the same HAR ingested twice is recognised.
 
 from __future__ import annotations
 
+import base64
 import codecs
 import hashlib
 import json
@@ -24,13 +25,25 @@ from mitmproxy import http
 from mitmproxy.io import har
 
 from .a2a.exchange import HttpExchange
-from .addon.flows import DEFAULT_MAX_BODY, exchange_from_flow
+from .addon.flows import DEFAULT_MAX_BODY, PREFIX, exchange_from_flow
 
 CHUNK = 1 << 20
-MAX_ENTRY = 512 << 20  # a HAR entry (bodies included) larger than this is taken for damage
+MAX_ENTRY = 32 << 20  # characters of a HAR entry (bodies included) held and parsed; a larger entry is passed over
 _SPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 _MAX_TS = 253_402_300_799.0  # 9999-12-31T23:59:59Z
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A JSON value passed over unparsed: `reason` says why."""
+
+    reason: str
+
+
+_IN_STRING = re.compile(r'["\\]')
+_OUTSIDE = re.compile(r'["\[\]{}]|[^"\[\]{}\s,:]+')
+_BARE = re.compile(r'[^"\[\]{}\s,:]*')
 
 
 class HarError(Exception):
@@ -46,6 +59,7 @@ class HarPosition:
     offset: int = 0  # bytes of the file read so far
     entries: int = 0
     started: bool = False  # `log.entries` was found: the file is a HAR
+    size: int = 0  # characters of the last entry
 
 
 class _Text:
@@ -60,6 +74,7 @@ class _Text:
         self.line = 1  # line number of buf[0]
         self.line_start = 0  # index in buf where that line starts (negative: it started in dropped text)
         self.want = CHUNK
+        self.size = 0  # characters of the last value read
 
     def more(self) -> bool:
         if self.eof:
@@ -72,15 +87,18 @@ class _Text:
             raise HarError(f"byte {self.pos.offset - len(data) + e.start}", "not UTF-8 text") from e
         if not data:
             self.eof = True
-        if self.i > CHUNK:  # drop what was consumed, keeping line numbers right
-            dropped = self.buf[: self.i]
-            self.line += dropped.count("\n")
-            last = dropped.rfind("\n")
-            self.line_start = last + 1 - self.i if last >= 0 else self.line_start - self.i
-            self.buf = self.buf[self.i :]
-            self.i = 0
+        if self.i > CHUNK:
+            self.drop()
         self.buf += text
         return True
+
+    def drop(self) -> None:
+        """Forget the text consumed, keeping line numbers right (counted in place: no copy of that text)."""
+        self.line += self.buf.count("\n", 0, self.i)
+        last = self.buf.rfind("\n", 0, self.i)
+        self.line_start = last + 1 - self.i if last >= 0 else self.line_start - self.i
+        self.buf = self.buf[self.i :]
+        self.i = 0
 
     def skip_space(self) -> None:
         while True:
@@ -98,7 +116,9 @@ class _Text:
         self.i += 1
 
     def value(self) -> Any:
-        """The next JSON value, read on until it is complete."""
+        """The next JSON value, read on until it is complete. A value that is valid JSON but cannot be held or parsed
+        (larger than MAX_ENTRY, nested deeper than the parser recurses, a number of thousands of digits) is
+        passed over without being held, and comes back as an `Unreadable` naming why."""
         self.skip_space()
         while True:
             try:
@@ -106,17 +126,62 @@ class _Text:
             except json.JSONDecodeError as e:
                 cut = e.pos >= len(self.buf) - 1 or e.msg.startswith("Unterminated string")
                 if cut and len(self.buf) - self.i > MAX_ENTRY:
-                    raise HarError(self.error("").position, f"an entry larger than {MAX_ENTRY >> 20} MiB") from e
-                if cut and self.more():
-                    self.want = min(self.want * 2, 64 * CHUNK)  # a large value: read on in larger steps
+                    return self.skip(f"larger than {MAX_ENTRY >> 20} MiB")
+                if cut and self.more():  # a large value: read on in larger steps, never far past MAX_ENTRY
+                    self.want = max(CHUNK, min(self.want * 2, 64 * CHUNK, MAX_ENTRY + 1 - (len(self.buf) - self.i)))
                     continue
                 raise self.error(e.msg, e.pos) from e
+            except RecursionError:
+                return self.skip("nested deeper than the JSON parser allows")
+            except ValueError as e:  # valid JSON the parser refuses (an integer of over 4,300 digits)
+                return self.skip(f"not parsed ({str(e)[:80]})")
             cut_number = end >= len(self.buf) and not self.eof and isinstance(doc, (int, float))
             if cut_number and self.more():  # a number cut at the end of what was read: read on
                 continue
+            self.size = end - self.i
             self.i = end
+            if self.want > CHUNK:  # a large value: its text is not kept beside it
+                self.drop()
             self.want = CHUNK
             return doc
+
+    def skip(self, why: str) -> Unreadable:
+        """Past the value at the cursor without parsing it: brackets and strings are matched by scanning, and the
+        text scanned is dropped as the scan goes on, so memory holds about one chunk whatever the value."""
+        self.want = CHUNK
+        depth, in_string = 0, False
+        while True:
+            m = (_IN_STRING if in_string else _OUTSIDE).search(self.buf, self.i)
+            if m is None:
+                self.i = len(self.buf)
+                if not self.more():
+                    raise self.error("Unterminated value")
+                continue
+            c = m.group()
+            if in_string:
+                if c == "\\":
+                    if m.end() >= len(self.buf):  # the escaped character is in the text still to come
+                        self.i = m.start()
+                        if not self.more():
+                            raise self.error("Unterminated string")
+                        continue
+                    self.i = m.end() + 1
+                    continue
+                in_string = False
+            elif c == '"':
+                in_string = True
+            elif c in "[{":
+                depth += 1
+            elif c in "]}":
+                depth -= 1
+            elif depth == 0:  # a bare number or literal: to its end, however many chunks it spans
+                self.i = m.end()
+                while self.i >= len(self.buf) and self.more():
+                    self.i = _BARE.match(self.buf, self.i).end()  # type: ignore[union-attr]
+                return Unreadable(why)
+            self.i = m.end()
+            if depth <= 0 and not in_string:
+                return Unreadable(why)
 
     def error(self, msg: str, at: int | None = None) -> HarError:
         at = self.i if at is None else at
@@ -153,6 +218,7 @@ def entries(path: Path, pos: HarPosition | None = None) -> Iterator[dict[str, An
                 while True:
                     entry = t.value()
                     pos.entries += 1
+                    pos.size = t.size
                     yield entry
                     if t.peek() == "]":
                         t.i += 1
@@ -179,11 +245,20 @@ def _keys(t: _Text) -> Iterator[str]:
         t.expect(",")
 
 
-def entry_id(entry: Any) -> str:
-    """A stable id for a HAR entry, from its content: the same entry ingested twice has the same exchange id."""
-    text = json.dumps(entry, sort_keys=True, ensure_ascii=False, default=str)
-    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-    return str(uuid.UUID(bytes=digest, version=4))
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
+LARGE = 1 << 20  # characters of an entry above which its id is hashed piece by piece (slower, no copies)
+
+
+def entry_id(entry: Any, size: int = 0) -> str:
+    """A stable id for a HAR entry, from its content: the same entry ingested twice has the same exchange id.
+    An entry of `size` > LARGE characters is hashed as it is serialised, not serialised whole first."""
+    h = hashlib.blake2b(digest_size=16)
+    if size > LARGE:
+        for piece in _ENCODER.iterencode(entry):
+            h.update(piece.encode("utf-8", "surrogatepass"))
+    else:
+        h.update(json.dumps(entry, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+    return str(uuid.UUID(bytes=h.digest(), version=4))
 
 
 def _number(value: Any, what: str, anomalies: list[str]) -> float | None:
@@ -199,7 +274,7 @@ def _number(value: Any, what: str, anomalies: list[str]) -> float | None:
     return number
 
 
-def exchange(entry: Any, max_body: int = DEFAULT_MAX_BODY) -> HttpExchange:
+def exchange(entry: Any, max_body: int = DEFAULT_MAX_BODY, size: int = 0) -> HttpExchange:
     """One HAR entry as an exchange; raises (ValueError, KeyError, TypeError, ...) for an entry that is not one."""
     if not isinstance(entry, dict):
         raise TypeError(f"a {type(entry).__name__}, not an entry")
@@ -207,10 +282,47 @@ def exchange(entry: Any, max_body: int = DEFAULT_MAX_BODY) -> HttpExchange:
     timings: dict[str, Any] = entry["timings"] if isinstance(entry.get("timings"), dict) else {}
     total = _number(entry.get("time") or 0, "time", anomalies)
     waits = [_number(timings.get(k), k, anomalies) for k in ("blocked", "dns", "connect", "send", "wait")]
+    fid = entry_id(entry, size)
+    entry, request_big, response_big = _without_large_bodies(entry, max_body)
     flow = har.request_to_flow({**entry, "time": total or 0.0})
-    flow.id = entry_id(entry)
+    flow.id = fid
     _times(flow, entry, total, waits, anomalies)
-    return exchange_from_flow(flow, max_body=max_body, source="ingest", extra_anomalies=anomalies)
+    ex = exchange_from_flow(flow, max_body=max_body, source="ingest", extra_anomalies=anomalies)
+    if request_big is not None:
+        ex.request_body, ex.request_prefix, ex.bytes_in = None, request_big[1], request_big[0]
+        ex.anomalies.append(f"request_body_too_large:{request_big[0]}")
+    if response_big is not None and flow.response is not None:
+        ex.response_body, ex.bytes_out = None, response_big[0]
+        ex.anomalies.append(f"response_body_too_large:{response_big[0]}")
+    return ex
+
+
+def _without_large_bodies(
+    entry: dict[str, Any], max_body: int
+) -> tuple[dict[str, Any], tuple[int, bytes] | None, tuple[int, bytes] | None]:
+    """The entry with each body text larger than `max_body` emptied, and for each such body (bytes, first bytes):
+    a body that is not parsed is not converted either (mitmproxy's importer would copy it several times over,
+    and re-compress it for its Content-Encoding), so an entry costs about twice its size in memory, not five."""
+    found: list[tuple[int, bytes] | None] = []
+    for side, key in (("request", "postData"), ("response", "content")):
+        holder: Any = entry.get(side)
+        body: Any = holder.get(key) if isinstance(holder, dict) else None
+        text = body.get("text") if isinstance(body, dict) else None
+        if not isinstance(text, str) or len(text) <= max_body // 2:
+            found.append(None)
+            continue
+        if body.get("encoding") == "base64":
+            size = len(text) // 4 * 3 - text[-2:].count("=")
+            head = base64.b64decode(text[: PREFIX // 3 * 4], validate=False)
+        else:
+            size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogateescape"))
+            head = text[:PREFIX].encode("utf-8", "surrogateescape")[:PREFIX]
+        if size <= max_body:
+            found.append(None)
+            continue
+        found.append((size, head))
+        entry = {**entry, side: {**holder, key: {**body, "text": ""}}}
+    return entry, found[0], found[1]
 
 
 def _times(

@@ -36,6 +36,7 @@ BATCH_BYTES = 16 * 1024 * 1024  # ...and after this many bytes of bodies read
 ROLLOVER_ROWS = 1_000_000
 ROLLOVER_BYTES = 16 * 1024 * 1024  # of journal: the size of what a roll-over reads back into memory
 NOT_STORED = "response_body_not_stored"
+LISTED = 20  # unreadable records (flows, HAR entries) named one by one, per process; the rest are counted
 
 
 @dataclass
@@ -44,6 +45,8 @@ class IngestResult:
     flows: int = 0
     exchanges: int = 0
     errors: list[IngestError] = field(default_factory=list)
+    skipped: int = 0  # records (flows, HAR entries) that could not be read, each costing only itself
+    unlisted: int = 0  # of those, the ones past the first LISTED, not in `errors`
     duplicates: int = 0  # flows whose exchange was already in the dataset or earlier in the input
     not_stored: int = 0  # exchanges whose response body the capture does not hold (streamed, not stored)
     unwritten: int = 0  # rows that could not be written (the disk failed) and are lost
@@ -159,10 +162,15 @@ class _Run:
     def _part(self, part: Part) -> None:
         if part.har:
             hpos = harfile.HarPosition()
-            self._read(_har_exchanges(part.path, self.share.max_body, hpos), lambda: hpos.offset)
+            source = _har_exchanges(part.path, self.share.max_body, hpos, self._skipped)
+            self._read(source, lambda: hpos.offset)
         else:
             fpos = flowfile.Position(flows=part.before)
-            source = flowfile.read(part.path, self.share.max_body, part.start, part.end, fpos)
+
+            def skipped(offset: int, reason: str) -> None:
+                self._skipped(IngestError(part.path, f"byte {offset} (flow {fpos.flows + 1})", reason))
+
+            source = flowfile.read(part.path, self.share.max_body, part.start, part.end, fpos, skipped)
             try:
                 self._read(source, lambda: fpos.offset - part.start)
             except flowfile.Damaged as e:
@@ -170,6 +178,14 @@ class _Run:
                 raise IngestError(part.path, f"byte {e.offset} (after flow {fpos.flows})", reason) from e
         if self.report is not None:
             self.report(self.done_bytes + part.size(), self.result.flows)
+
+    def _skipped(self, error: IngestError) -> None:
+        """A record that could not be read: named (the first LISTED), counted, and the next one read."""
+        self.result.skipped += 1
+        if self.result.skipped > LISTED:
+            self.result.unlisted += 1
+        else:
+            self.result.errors.append(error)
 
     def _read(self, source: Iterator[HttpExchange], where: Callable[[], int]) -> None:
         for n, ex in enumerate(source, 1):
@@ -240,14 +256,23 @@ class _Run:
             self.result.write_error = self.result.write_error or f"cannot write to {self.share.out}"
 
 
-def _har_exchanges(path: Path, max_body: int, pos: harfile.HarPosition) -> Iterator[HttpExchange]:
+def _har_exchanges(
+    path: Path, max_body: int, pos: harfile.HarPosition, skipped: Callable[[IngestError], None]
+) -> Iterator[HttpExchange]:
+    """The exchanges of a HAR's entries; an entry that cannot be one costs only itself (`skipped` is told)."""
     i = -1
     try:
         for i, entry in enumerate(harfile.entries(path, pos)):
+            if isinstance(entry, harfile.Unreadable):
+                skipped(IngestError(path, f"log.entries[{i}]", f"unreadable entry ({entry.reason})"))
+                continue
             try:
-                ex = harfile.exchange(entry, max_body)
+                ex = harfile.exchange(entry, max_body, pos.size)
             except Exception as e:  # mitmproxy's importer raises whatever a malformed entry provokes
-                raise IngestError(path, f"log.entries[{i}]", f"malformed entry ({type(e).__name__}: {e})") from e
+                why = "nested too deep" if isinstance(e, RecursionError) else f"{type(e).__name__}: {str(e)[:200]}"
+                skipped(IngestError(path, f"log.entries[{i}]", f"malformed entry ({why})"))
+                continue
+            del entry  # a large entry is not held while its exchange is extracted and written
             yield ex
     except harfile.HarError as e:
         position = e.position if i < 0 or not e.position.startswith("log.") else f"log.entries[{i + 1}]"
@@ -348,6 +373,8 @@ def _merge(into: IngestResult, part: IngestResult) -> None:
     into.flows += part.flows
     into.exchanges += part.exchanges
     into.errors.extend(part.errors)
+    into.skipped += part.skipped
+    into.unlisted += part.unlisted
     into.duplicates += part.duplicates
     into.not_stored += part.not_stored
     into.unwritten += part.unwritten

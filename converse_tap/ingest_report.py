@@ -50,6 +50,14 @@ def report_lines(result: IngestResult, out: str | Path) -> list[tuple[str, str]]
             )
         )
     lines.extend(("error", str(e)) for e in result.errors)
+    if result.unlisted:
+        lines.append(
+            (
+                "error",
+                f"{result.unlisted} more records could not be read and are not listed "
+                f"({result.skipped} unreadable records in all, each skipped on its own)",
+            )
+        )
     return lines
 
 

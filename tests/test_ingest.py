@@ -86,10 +86,11 @@ def test_truncated_flow_file_keeps_what_came_before(tmp_path: Path) -> None:
 
 
 def test_malformed_har_names_the_entry(tmp_path: Path) -> None:
-    _har(tmp_path / "bad.har", [_entry(), {"request": {}}, _entry()])
+    _har(tmp_path / "bad.har", [_entry(), {"request": {}}, _entry("another")])
     result = ingest([tmp_path / "bad.har"], tmp_path / "out", TextPolicy())
-    assert result.exchanges == 1
-    assert "log.entries[1]" in str(result.errors[0])
+    assert result.exchanges == 2  # the malformed entry costs only itself
+    (err,) = result.errors
+    assert "log.entries[1]" in str(err)
 
 
 def test_cli_exit_code_and_message_on_damage(tmp_path: Path) -> None:

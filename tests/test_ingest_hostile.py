@@ -1,0 +1,270 @@
+"""Hostile capture files for `converse-tap ingest`: crafted or damaged flow records and HAR entries cost only
+themselves, are named with their position and reason, and never crash, hang or grow the ingest."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mitmproxy.io import tnetstring
+from mitmproxy.test import tflow
+
+from converse_tap.a2a.redact import TextPolicy
+from converse_tap.ingest import LISTED, ingest
+from converse_tap.store.reader import load
+from tests.factories import a2a_flow, agent_message, jsonrpc_result
+
+_BASE = a2a_flow(response=jsonrpc_result({"message": agent_message("m")})).get_state()
+
+
+def _state(**changes: Any) -> dict[str, Any]:
+    """A valid flow state with a fresh id, with `a__b=value` setting state[a][b] (`...=DELETE`: removing it)."""
+    state = copy.deepcopy(_BASE)
+    state["id"] = str(uuid.UUID(int=len(_IDS)))
+    _IDS.append(state["id"])
+    for path, value in changes.items():
+        keys = path.split("__")
+        d = state
+        for k in keys[:-1]:
+            d = d[k]
+        if value is DELETE:
+            del d[keys[-1]]
+        else:
+            d[keys[-1]] = value
+    return state
+
+
+_IDS: list[str] = []
+DELETE = object()
+
+
+def _file(path: Path, *states: dict[str, Any] | bytes) -> Path:
+    path.write_bytes(b"".join(s if isinstance(s, bytes) else tnetstring.dumps(s) for s in states))
+    return path
+
+
+class Raw(bytes):
+    """Bytes put into a record verbatim by `_dumps`: a value no writer would produce."""
+
+
+def _dumps(value: Any) -> bytes:
+    """A tnetstring like mitmproxy's writer makes, taking `Raw` values as they are."""
+    if isinstance(value, Raw):
+        return bytes(value)
+    if isinstance(value, dict):
+        body, tag = b"".join(_dumps(k) + _dumps(v) for k, v in value.items()), b"}"
+    elif isinstance(value, (list, tuple)):
+        body, tag = b"".join(_dumps(v) for v in value), b"]"
+    else:
+        return tnetstring.dumps(value)
+    return str(len(body)).encode() + b":" + body + tag
+
+
+def _deep(n: int) -> Raw:
+    """A tnetstring list nested `n` deep (the writer itself would recurse)."""
+    size, heads = 3, []  # "0:]", then each level adds its length prefix and its tag
+    for _ in range(n - 1):
+        heads.append(b"%d:" % size)
+        size += len(heads[-1]) + 1
+    return Raw(b"".join(reversed(heads)) + b"0:]" + b"]" * (n - 1))
+
+
+UNREADABLE = {
+    "request__headers": (b"x", "request.headers is of type bytes, not a list"),
+    "request__method": (5, "request.method is of type int"),
+    "request__scheme": ([b"http"], "request.scheme is of type list"),
+    "request__host": (5, "request.host is of type int"),
+    "request__port": (70000, "request.port is out of range"),
+    "request__path": (None, "request.path is missing"),
+    "request": (None, "request is missing"),
+    "response": (7, "response is of type int"),
+    "id": (5, "the flow id is of type int"),
+    "version": (999, "flow format version 999"),
+}
+
+
+@pytest.mark.parametrize("field", UNREADABLE)
+def test_a_record_that_cannot_be_an_exchange_costs_only_itself(tmp_path: Path, field: str) -> None:
+    value, reason = UNREADABLE[field]
+    before, bad, after = _state(), _state(**{field: value}), _state()
+    path = _file(tmp_path / "x.mitm", before, bad, after)
+    offset = len(tnetstring.dumps(before))
+    result = ingest([path], tmp_path / "out", TextPolicy())
+    assert (result.flows, result.exchanges, result.skipped) == (2, 2, 1)
+    (err,) = result.errors
+    assert err.path == path and err.position == f"byte {offset} (flow 2)"
+    assert reason in err.reason
+    assert sorted(load(tmp_path / "out", "exchanges")["exchange_id"]) == sorted([before["id"], after["id"]])
+
+
+INVALID = {
+    "response__status_code": ("200", "response.status_code"),
+    "request__timestamp_start": (float("nan"), "request.timestamp_start"),
+    "response__timestamp_end": (1e300, "response.timestamp_end"),
+    "response__content": ([1, 2], "response.content"),
+    "request__http_version": (5, "request.http_version"),
+    "error": ("boom", "error"),
+    "client_conn__peername": (5, "client_conn.peername"),
+    "response__trailers": (b"x", "response.trailers"),
+}
+
+
+@pytest.mark.parametrize("field", INVALID)
+def test_a_value_the_exchange_can_do_without_becomes_null_with_an_anomaly(tmp_path: Path, field: str) -> None:
+    value, name = INVALID[field]
+    state = _state(**{field: value})
+    result = ingest([_file(tmp_path / "x.mitm", state)], tmp_path / "out", TextPolicy())
+    assert (result.exchanges, result.errors) == (1, [])
+    (row,) = load(tmp_path / "out", "exchanges").to_dict("records")
+    assert f"flow_field_invalid:{name}" in list(row["anomalies"])
+
+
+def test_nesting_100000_deep_costs_only_its_record(tmp_path: Path) -> None:
+    deep_field = _state()
+    deep_field["request"]["method"] = _deep(100_000)
+    deep_old = {**_state(version=18), "extra": _deep(100_000)}  # an older format: parsed whole and migrated
+    good = _state()
+    path = _file(tmp_path / "x.mitm", _dumps(deep_field), _dumps(deep_old), good)
+    result = ingest([path], tmp_path / "out", TextPolicy())
+    assert (result.exchanges, result.skipped) == (1, 2)
+    assert [e.position.split(" (")[1] for e in result.errors] == ["flow 1)", "flow 2)"]
+    assert all("nested too deep" in e.reason for e in result.errors)
+
+
+def test_non_http_flows_are_passed_over_and_their_neighbours_kept(tmp_path: Path) -> None:
+    ws = tflow.twebsocketflow()
+    others = [tflow.ttcpflow().get_state(), tflow.tudpflow().get_state(), tflow.tdnsflow().get_state()]
+    good = _state()
+    path = _file(tmp_path / "x.mitm", *others, ws.get_state(), good)
+    result = ingest([path], tmp_path / "out", TextPolicy())
+    assert result.errors == [] and result.skipped == 0
+    assert good["id"] in set(load(tmp_path / "out", "exchanges")["exchange_id"])
+
+
+def test_a_huge_header_count_costs_only_its_record(tmp_path: Path) -> None:
+    many = _state(request__headers=[(b"x-a", b"1")] * 20_000)
+    good = _state()
+    result = ingest([_file(tmp_path / "x.mitm", many, good)], tmp_path / "out", TextPolicy())
+    assert (result.exchanges, result.skipped) == (1, 1)
+    assert "more than 10000 header fields" in result.errors[0].reason
+
+
+def test_many_unreadable_records_are_counted_and_the_first_listed(tmp_path: Path) -> None:
+    bad = [_state(request__port="80") for _ in range(LISTED + 7)]
+    path = _file(tmp_path / "x.mitm", *bad, _state())
+    proc = subprocess.run(
+        [sys.executable, "-m", "converse_tap", "ingest", str(path), "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.count("request.port is of type str") == LISTED
+    assert f"7 more records could not be read and are not listed ({LISTED + 7} unreadable records in all" in proc.stderr
+    assert "1 new A2A exchanges" in proc.stderr
+
+
+# HAR files
+
+
+def _har_entry(text: str = "hi") -> dict[str, Any]:
+    from tests.test_ingest import _entry
+
+    return _entry(text)
+
+
+def _har(path: Path, *entries: Any) -> Path:
+    """A HAR whose entries are given as JSON text (str) or as objects."""
+    parts = [e if isinstance(e, str) else json.dumps(e) for e in entries]
+    path.write_text('{"log": {"version": "1.2", "entries": [' + ", ".join(parts) + "]}}")
+    return path
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "[" * 100_000 + "]" * 100_000,
+        '{"request": ' + '{"a": ' * 100_000 + "1" + "}" * 100_000 + "}",
+        "1" * 5000,
+        '{"time": ' + "9" * 5000 + "}",
+        "7",
+        '{"request": "x"}',
+        '{"startedDateTime": 5}',
+    ],
+    ids=["deep-list", "deep-object", "long-number", "long-number-inside", "int", "request-str", "start-int"],
+)
+def test_a_har_entry_that_cannot_be_an_exchange_costs_only_itself(tmp_path: Path, bad: str) -> None:
+    path = _har(tmp_path / "x.har", _har_entry("one"), bad, _har_entry("two"))
+    result = ingest([path], tmp_path / "out", TextPolicy())
+    assert (result.exchanges, result.skipped) == (2, 1)
+    (err,) = result.errors
+    assert err.path == path and err.position == "log.entries[1]"
+
+
+def test_deep_nesting_beside_the_entries_is_passed_over(tmp_path: Path) -> None:
+    path = tmp_path / "x.har"
+    deep = "[" * 100_000 + "]" * 100_000
+    path.write_text(
+        '{"creator": ' + deep + ', "log": {"pages": ' + deep + ', "entries": [' + json.dumps(_har_entry()) + "]}}"
+    )
+    result = ingest([path], tmp_path / "out", TextPolicy())
+    assert (result.exchanges, result.errors) == (1, [])
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5, 8, 13, 64])
+def test_an_entry_too_large_is_passed_over_in_bounded_steps_at_any_chunking(
+    tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from converse_tap import harfile
+
+    monkeypatch.setattr(harfile, "CHUNK", chunk)
+    monkeypatch.setattr(harfile, "MAX_ENTRY", 40)
+    tricky = '{"a": "] } \\" \\\\", "b": [1, 2.5e3, true, null, {"c": "[{"}], "d": "' + "x" * 60 + '\\\\"}'
+    small = '{"x": 1}'  # not an entry: reported on its own, after the skipped one
+    path = _har(tmp_path / "x.har", tricky, small, "1" * 5000)
+    entries = list(harfile.entries(path))
+    assert entries[0] == harfile.Unreadable("larger than 0 MiB")
+    assert entries[1] == {"x": 1}
+    assert isinstance(entries[2], harfile.Unreadable) and len(entries) == 3
+
+
+def test_har_entries_near_and_past_the_entry_limit_stay_within_the_memory_bound(tmp_path: Path) -> None:
+    """A 31 MiB entry was held as text, parsed, serialised again for its id and converted by mitmproxy's
+    importer several times over (five times its size); a 40 MiB entry was read whole although past the limit:
+    a HAR of large entries took ingest past 256 MiB (334 MB here)."""
+    from converse_tap import harfile
+
+    near, past, base64_body = _har_entry("near"), _har_entry("past"), _har_entry("b64")
+    near["response"]["content"]["text"] = "x" * (harfile.MAX_ENTRY - (1 << 20))
+    past["response"]["content"]["text"] = "y" * (harfile.MAX_ENTRY + (8 << 20))
+    base64_body["response"]["content"] = {"encoding": "base64", "text": "QUJD" * (6 << 20)}  # 18 MiB of "ABC"
+    path = _har(tmp_path / "big.har", near, past, base64_body, _har_entry("small"))
+    code = (  # VmHWM: ru_maxrss would count the pytest process the child was forked from
+        "import atexit, sys; from converse_tap.cli import cli; sys.argv[0] = 'converse-tap';"
+        "hwm = lambda: [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0];"
+        "atexit.register(lambda: print('peak', hwm())); cli()"
+    )
+    args = ["ingest", str(path), "--out", str(tmp_path / "out"), "--jobs", "1"]
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert f"log.entries[1]: unreadable entry (larger than {harfile.MAX_ENTRY >> 20} MiB)" in proc.stderr
+    peak_kib = int(proc.stdout.rsplit("peak ", 1)[1])
+    assert peak_kib < 256 * 1024, peak_kib
+    rows = load(tmp_path / "out", "exchanges").to_dict("records")
+    sizes = sorted(a for row in rows for a in row["anomalies"] if a.startswith("response_body_too_large:"))
+    assert sizes == [f"response_body_too_large:{18 << 20}", f"response_body_too_large:{harfile.MAX_ENTRY - (1 << 20)}"]
+    assert len(rows) == 3
+
+
+def test_a_large_entry_keeps_the_id_it_always_had() -> None:
+    from converse_tap import harfile
+
+    entry = _har_entry("é ☃ \U0001f600 \udcff")
+    assert harfile.entry_id(entry, size=harfile.LARGE + 1) == harfile.entry_id(entry)
