@@ -422,3 +422,32 @@ def test_capture_gaps_are_a_view_of_sql(tmp_path: Path) -> None:
     query = "SELECT reason, records FROM capture_gaps"
     result = CliRunner().invoke(cli, ["sql", str(tmp_path), query, "--format", "csv", "--agent", "a"])
     assert (result.exit_code, result.stdout) == (0, "reason,records\nworker_died,12\n"), result.output
+
+
+def test_records_lost_with_a_dead_worker_are_written_down_by_the_next(tmp_path: Path) -> None:
+    """A worker killed with records queued for it, and records refused while none ran: the next worker writes
+    both losses into the dataset."""
+    import os
+    import signal
+
+    from converse_tap.addon.channel import Channel
+
+    config = {
+        **{"dir": str(tmp_path / "data"), "text": "keep", "salt": "", "summary": "off"},
+        **{"flush_interval": 0.05, "rollover_rows": 1000, "rollover_seconds": 300.0},
+        **{"max_body": 1 << 20, "max_events": 100},
+    }
+    channel = Channel(config)
+    channel.start()
+    proc = channel._proc
+    assert proc is not None
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    record = ("e", "nobody", (None, None), None, False)  # a stream end the worker never saw open: no rows
+    assert channel.send(record)  # queued, then found dead on the write: lost with the worker
+    assert not channel.send(record)  # no worker during the back-off: refused
+    channel._down_until = 0.0  # the back-off is over
+    assert channel.send(record)  # a new worker, which is told what was lost
+    assert channel.close() == 0
+    gaps = load(tmp_path / "data", "capture_gaps").sort_values("reason")
+    assert (gaps["reason"].astype(str).tolist(), gaps["records"].tolist()) == (["worker_died", "worker_down"], [1, 1])
