@@ -2,10 +2,11 @@
 
 `urllib.parse.urlsplit` raises on some URLs (`http://[::1/`: "Invalid IPv6 URL"; a netloc that NFKC-normalises
 to a delimiter) and reads others differently from the clients that sent them: a browser or a WHATWG parser
-takes `http:/\\user:pw@host/` and `http:user:pw@host` as URLs with userinfo, and `http://host\\@evil/` as host
-`host`. Redaction that reads a URL one way while a client read it another misses credentials, so URLs are split
-here the way a WHATWG parser splits the special schemes (http, https, ws, wss, ftp, file), with the userinfo
-everything before the last `@` of the authority, as both parsers agree.
+takes `http:/\\user:pw@host/` and `http:user:pw@host` as URLs with userinfo, urllib3 takes `http://h\\u:pw@evil/`
+as one. Redaction that reads a URL one way while a client read it another misses credentials, so for the special
+schemes (http, https, ws, wss, ftp, file) any run of slashes and backslashes starts the authority (WHATWG), the
+authority runs to the first `/`, `?` or `#` (RFC 3986), and the userinfo is everything before its last `@`:
+whatever either kind of client sent as userinfo is dropped.
 
 `parse` gives the parts and the `problems` (anomaly reasons, e.g. `port`, `ipv6`, `not_utf8`); text the URL
 cannot carry is made carriable first: lone surrogates (bytes that were not UTF-8) and control characters are
@@ -144,19 +145,19 @@ def parse(url: str) -> Url:
     query = None
     if "?" in rest:
         rest, query = rest.split("?", 1)
-    if special:  # any run of slashes and backslashes starts the authority; a backslash is a slash
+    if special:
+        # any run of slashes and backslashes after the scheme starts the authority, as WHATWG parsers (browsers,
+        # SDKs) read `http:/\\u:pw@h` and `http:u:pw@h`; the authority runs to the first `/`, `?` or `#`, as
+        # RFC 3986 parsers (urllib3, urlsplit) read it, so that the userinfo either kind of client would send
+        # is dropped (`http://h\\u:pw@evil/`); the path stays as the server received it (a `\\` in it is no
+        # slash to a server behind mitmproxy, which records the request target as sent)
         body = rest.lstrip("/\\")
         if rest[: len(rest) - len(body)] != "//" and scheme != "file":
             problems.append("slashes")
         if "\\" in rest:
             problems.append("backslash")
         end = _AUTHORITY_END.search(body)
-        authority = body if end is None else body[: end.start()]
-        if "\\" in authority and "@" not in authority:
-            authority = authority[: authority.index("\\")]  # WHATWG: a backslash ends the authority
-        # with an `@`, the authority runs to the first `/` as RFC 3986 parsers (urllib3, urlsplit) read it: the
-        # userinfo either kind of client would send is dropped (`http://h\\u:pw@evil/`)
-        path = body[len(authority) :].replace("\\", "/")
+        authority, path = (body, "") if end is None else (body[: end.start()], body[end.start() :])
     else:
         if not rest.startswith("//"):
             return Url(scheme, None, "", None, rest, query, fragment, True, tuple(problems))

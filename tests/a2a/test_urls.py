@@ -275,3 +275,12 @@ def test_query_parameters_after_a_semicolon_are_read_too(url: str, expected: str
     """Servers that split a query at `;` as well as `&` (Java servlet containers, older CGI) read `token` in
     `?a=1;token=…`: its value was kept, as part of `a`'s."""
     assert redact_url(url) == expected
+
+
+def test_the_path_is_the_request_target_as_sent() -> None:
+    """mitmproxy records the request target as the server received it: a backslash in the host must not move
+    the path (`http://h\\x:9000/lf.a2a.v1.A2AService/SendMessage` was read with the path `/x:9000/lf…`, so the
+    gRPC call was not recognised and not recorded), nor is a backslash in the path a slash to the server."""
+    assert urls.parse("http://h\\x:9000/lf.a2a.v1.A2AService/SendMessage").path == "/lf.a2a.v1.A2AService/SendMessage"
+    assert urls.parse("http://h/a\\b/message:send").path == "/a\\b/message:send"
+    assert urls.anomalies("http://h\\x:9000/a") == ["url_malformed:backslash", "url_malformed:host"]
