@@ -86,7 +86,8 @@ class Case:
 
     def url(self, with_userinfo: bool = True) -> str:
         user = f"{self.userinfo}@" if with_userinfo and self.userinfo else ""
-        return f"{self.scheme}://{user}{self.host}:{self.port}{self.path}"
+        default = {"http": 80, "https": 443}[self.scheme] == self.port  # left out, as mitmproxy writes URLs
+        return f"{self.scheme}://{user}{self.host}{'' if default else f':{self.port}'}{self.path}"
 
     def exchange(self, fid: str) -> HttpExchange:
         """As ingest reads it from a HAR or flow file."""
@@ -100,7 +101,7 @@ class Case:
             request_body=self.body,
             http_version="HTTP/2.0" if self.scheme == "https" else "HTTP/1.1",
             status=self.status,
-            response_headers=Headers(self.response_headers),
+            response_headers=Headers(self.response_headers if self.status is not None else []),
             response_body=body if self.status is not None else None,
             response_trailers=Headers(self.trailers) if self.trailers is not None else None,
             ts_start=1.0,
@@ -383,7 +384,7 @@ def cases(draw: st.DrawFn) -> Case:
         status=draw(st.sampled_from([status, status, 400, 500, None])),
         response_headers=rh,
         response_body=reply if encoded is None else encoded,
-        decoded_body=reply if encoding in ("", "gzip", "deflate", "br") else None,
+        decoded_body=reply if encoded is None or encoding in ("gzip", "deflate", "br") else None,
         chunks=chunks,
         trailers=trailers,
         error=draw(st.sampled_from([None, None, f"connect to {secret_url} failed"])),
