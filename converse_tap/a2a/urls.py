@@ -96,13 +96,11 @@ def _host_problems(host: str, special: bool, scheme: str) -> list[str]:
     if not host:
         return ["host"] if special and scheme != "file" else []
     if host.startswith("["):
-        inner = host[1:-1] if host.endswith("]") else host[1:]
-        address, _, zone = inner.partition("%")
-        try:
-            ipaddress.IPv6Address(address)
-        except ValueError:
+        if not host.endswith("]") or "[" in host[1:] or "]" in host[1:-1]:
             return ["ipv6"]
-        if not host.endswith("]") or (zone and not _REG_NAME.fullmatch(zone)):
+        try:  # the address and its zone as a whole, as `urlsplit` checks them (`[::1%]`, `[::%7F%7F]` fail)
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
             return ["ipv6"]
         return []
     if "[" in host or "]" in host:

@@ -18,6 +18,9 @@ ODD_URLS = [
     "http://[::1]]/",
     "http://W]:443/a",  # found by tests/fuzz/atheris_driver.py: a `]` alone went through the fast path whole
     "http://a]b[c/",
+    "http://[::\x7f\x7f]/a",  # found by the atheris driver: the zone passed, `urlsplit` refused it
+    "http://[::1%]/a",
+    "http://[::%25a%25b]/a",
     "http://[v1.x]/",
     "http://[fe80::1%25eth0]:8080/a",
     "http://[::1]:99999/a",
