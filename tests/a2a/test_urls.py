@@ -287,3 +287,18 @@ def test_the_path_is_the_request_target_as_sent() -> None:
     assert urls.parse("http://h\\x:9000/lf.a2a.v1.A2AService/SendMessage").path == "/lf.a2a.v1.A2AService/SendMessage"
     assert urls.parse("http://h/a\\b/message:send").path == "/a\\b/message:send"
     assert urls.anomalies("http://h\\x:9000/a") == ["url_malformed:backslash", "url_malformed:host"]
+
+
+def test_an_operator_pattern_that_matches_in_the_host_costs_nothing() -> None:
+    """`--redact 'tenant-(\\w+)'` against an agent at `tenant-acme.agents.test`: the agent URL became
+    `http://tenant-[REDACTED].agents.test/…`, whose brackets `urlsplit` reads as a broken IPv6 literal, so the
+    agent key raised and every exchange with that agent was a failure row."""
+    from converse_tap.a2a.extract import extract
+    from converse_tap.a2a.redact import Redaction, TextPolicy
+
+    redaction = Redaction.from_patterns([r"tenant-(\w+)"])
+    ext = extract(_exchange("http://tenant-acme.agents.test/a2a/jsonrpc"), TextPolicy(), redaction=redaction)
+    assert ext is not None
+    row = ext.exchange
+    assert "acme" not in row["url"] + row["agent"] + row["agent_url"]
+    assert row["agent"] == "tenant-%5BREDACTED%5D.agents.test/a2a/jsonrpc"
