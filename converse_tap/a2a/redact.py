@@ -201,8 +201,14 @@ class Redaction:
         return s
 
     def url(self, url: str) -> str:
-        """Drop userinfo and fragment, redact credential shapes and secret query values, then operator patterns."""
-        return self.text(_builtin(url))
+        """Drop userinfo and fragment, redact credential shapes and secret query values, then operator patterns;
+        a URL an operator pattern changed is written again so that every parser reads it (`[REDACTED]` inside a
+        host reads as a broken IPv6 literal: it becomes `%5BREDACTED%5D`)."""
+        clean = _builtin(url)
+        if not self.patterns:
+            return clean
+        out = self.text(clean)
+        return out if out == clean else _builtin(out)
 
     def maybe_url(self, url: str | None) -> str | None:
         return None if url is None else self.url(url)

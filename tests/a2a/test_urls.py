@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from converse_tap.a2a import urls
-from converse_tap.a2a.redact import REDACTED, redact_url
+from converse_tap.a2a.redact import REDACTED, Redaction, redact_url
 
 ODD_URLS = [
     "http://[::1/a2a",  # urlsplit: "Invalid IPv6 URL"
@@ -166,23 +166,31 @@ URLISH = st.lists(
             ".",
             "h",
             ";",
+            "\x7f",
+            "[::",
+            "%7F",
+            "tenant-acme",
         ]
     )
     | st.text(max_size=4),
     max_size=14,
 ).map("".join)
+URLS = st.tuples(st.sampled_from(["http://", "https://", "http:", "ws://", ""]), URLISH).map("".join)
 
 
-@settings(derandomize=True, max_examples=600, deadline=None)
-@given(URLISH)
+@settings(derandomize=True, max_examples=1500, deadline=None)
+@given(URLS)
 def test_any_text_parses_and_redacts_to_something_urlsplit_reads(url: str) -> None:
     u = urls.parse(url)
     assert all(isinstance(p, str) for p in u.problems)
     urls.host_port(url)
-    clean = redact_url(url)
-    urlsplit(clean)
-    clean.encode("utf-8")  # storable: no lone surrogates
-    assert urls.parse(clean).userinfo is None
+    for redaction in (Redaction(), Redaction.from_patterns([r"tenant-(\w+)"])):
+        clean = redaction.url(url)
+        urlsplit(clean)
+        clean.encode("utf-8")  # storable: no lone surrogates
+        assert urls.parse(clean).userinfo is None
+        if u.host or u.opaque:  # (without a host, `http:////x` is read again as `http://x`)
+            assert redaction.url(clean) == clean  # a stored URL redacted again (a re-ingest) stays put
 
 
 def _exchange(url: str) -> Any:
@@ -302,3 +310,5 @@ def test_an_operator_pattern_that_matches_in_the_host_costs_nothing() -> None:
     row = ext.exchange
     assert "acme" not in row["url"] + row["agent"] + row["agent_url"]
     assert row["agent"] == "tenant-%5BREDACTED%5D.agents.test/a2a/jsonrpc"
+    assert row["url"] == row["agent_url"] == "http://tenant-%5BREDACTED%5D.agents.test/a2a/jsonrpc"
+    assert urlsplit(row["url"]).hostname  # raised when the host was stored as `tenant-[REDACTED]…`
