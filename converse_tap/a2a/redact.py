@@ -224,7 +224,7 @@ class Redaction:
         """Free text such as a log line: every URL in it redacted, userinfo anywhere dropped, shapes replaced."""
         if not self.patterns:  # built-in rules only: a pure function of the text
             return _builtin_text(text)
-        if ":" in text:
+        if might_hold_url(text):
             text = _TEXT_USERINFO.sub(r"\1", _TEXT_URL.sub(lambda m: self.url(m.group(0)), text))
         return self.text(redact_shapes(text))
 
@@ -316,7 +316,7 @@ _UNCHANGED_MAX = 8192
 @cached_for_short(8192)
 def _builtin_text(text: str) -> str:
     """`Redaction.log_text` without operator patterns."""
-    if ":" in text:
+    if might_hold_url(text):
         text = _TEXT_USERINFO.sub(r"\1", _TEXT_URL.sub(lambda m: _builtin(m.group(0)), text))
     return redact_shapes(text)
 
