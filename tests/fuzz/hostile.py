@@ -178,6 +178,10 @@ WRONG_ENVELOPE = st.one_of(
     st.sampled_from(["\u00bf?", "\x1b[2J", "\ud800"]),
     st.lists(st.integers(), min_size=1, max_size=2),
 )
+# a value no card field may have: every field is a string, a list or an object
+WRONG_CARD = st.one_of(
+    st.booleans(), st.integers(min_value=-(2**70), max_value=2**70), st.floats(), st.sampled_from([12, 1.5, True])
+)
 ENVELOPE_FIELDS = ["author", "answerCoverage", "ownership", "routine", "invocation", "citations"]
 CARD_FIELDS = [
     "name",
@@ -311,8 +315,23 @@ def cases(draw: st.DrawFn) -> Case:
             "tools": [{"toolName": "returns", "description": secret_url, "inputSchema": {"x": secret_url}}],
         }
         card = _card(secret_url, params)
-        for name in draw(st.sampled_from([[], ["one"], CARD_FIELDS])):
-            card[draw(st.sampled_from(CARD_FIELDS)) if name == "one" else name] = draw(WRONG)
+        wrong = draw(st.sampled_from([[], ["one"], ["nested"], CARD_FIELDS]))
+        for name in wrong:
+            if name == "nested":  # a field inside a list or object of the card
+                where = draw(st.sampled_from(["capabilities", "supportedInterfaces", "skills", "extension"]))
+                value = draw(WRONG_CARD)
+                if where == "capabilities":
+                    card["capabilities"]["extensions"] = value
+                elif where == "supportedInterfaces":
+                    card["supportedInterfaces"][0][draw(st.sampled_from(["url", "protocolBinding"]))] = value
+                elif where == "skills":
+                    card["skills"] = [value]
+                else:
+                    card["capabilities"]["extensions"][0]["required"] = value
+            else:
+                card[draw(st.sampled_from(CARD_FIELDS)) if name == "one" else name] = draw(WRONG_CARD)
+        if wrong:
+            malformed.append("card")
         headers = [h for h in headers if h[0] != "content-type"]
         reply = json.dumps(card).encode()
     else:  # grpc
@@ -359,7 +378,8 @@ def cases(draw: st.DrawFn) -> Case:
         reply = reply[:cut]
         if chunks is not None:
             chunks = _split(reply, [cut // 2])
-        if kind != "stream":
+        # (an empty card body is recorded without an anomaly: extract.py's choice, reported to the lead)
+        if kind != "stream" and not (kind == "card" and not reply.strip()):
             malformed.append("exchange")
     encoding = draw(st.sampled_from(["", "", "", "gzip", "deflate", "br", "gzip-corrupt", "x-unknown"]))
     encoded = None

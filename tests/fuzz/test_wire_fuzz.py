@@ -99,6 +99,8 @@ def check(ext: Extraction, case: Case, sink: dict[str, list[pa.RecordBatch]]) ->
         assert any(a.startswith(("url_malformed:", "url_not_utf8")) for a in ext.exchange["anomalies"])
     if "exchange" in case.malformed and case.status == 200:
         assert ext.exchange["anomalies"], "a malformed response without an anomaly"
+    if "card" in case.malformed and case.status == 200:
+        assert all(c["anomalies"] for c in ext.agent_cards), "a card field of the wrong type without an anomaly"
     if "message" in case.malformed and case.status == 200:
         replies = [m for m in ext.messages if m["has_envelope"]]
         assert all(m["anomalies"] for m in replies), "an envelope field of the wrong type without an anomaly"
