@@ -4,7 +4,7 @@
 to a delimiter) and reads others differently from the clients that sent them: a browser or a WHATWG parser
 takes `http:/\\user:pw@host/` and `http:user:pw@host` as URLs with userinfo, urllib3 takes `http://h\\u:pw@evil/`
 as one. Redaction that reads a URL one way while a client read it another misses credentials, so for the special
-schemes (http, https, ws, wss, ftp, file) any run of slashes and backslashes starts the authority (WHATWG), the
+schemes (http, https, ws, wss, ftp) any run of slashes and backslashes starts the authority (WHATWG), the
 authority runs to the first `/`, `?` or `#` (RFC 3986), and the userinfo is everything before its last `@`:
 whatever either kind of client sent as userinfo is dropped.
 
@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-SPECIAL = frozenset({"http", "https", "ws", "wss", "ftp", "file"})
+SPECIAL = frozenset({"http", "https", "ws", "wss", "ftp"})  # (file: `file:///x` has an empty authority)
 DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443, "ftp": 21}
 MAX_URL = 8192  # longer URLs are kept whole but flagged `too_long`
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,63}:")
@@ -187,6 +187,8 @@ def _parse(url: str) -> Url:
                 host = authority  # junk after the literal: all of it is a broken host
         else:
             host = authority
+    elif (bare := _bare_ipv6(authority)) is not None:
+        host, port = bare
     else:
         host, colon, port_text = authority.partition(":")
         port = port_text if colon else None
@@ -194,6 +196,26 @@ def _parse(url: str) -> Url:
     if port and not (_PORT.fullmatch(port) and len(port) <= 5 and int(port) <= 65535):
         problems.append("port")
     return Url(scheme, userinfo, host, port, path, query, fragment, False, tuple(dict.fromkeys(problems)))
+
+
+def _bare_ipv6(authority: str) -> tuple[str, str | None] | None:
+    """mitmproxy writes an IPv6 host without brackets (`Request.url` of a flow to ::1 is `http://::1:8080/a`):
+    (the host in brackets, the port) when the authority reads as one, else None. `::1:8080` is also an address
+    by itself: read as mitmproxy writes it, the last group of digits is the port."""
+    if authority.count(":") < 2:
+        return None
+    head, _, tail = authority.rpartition(":")
+    if _PORT.fullmatch(tail) and len(tail) <= 5 and _is_ipv6(head):
+        return f"[{head}]", tail
+    return (f"[{authority}]", None) if _is_ipv6(authority) else None
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def split(url: str) -> tuple[str, str, str, str, str]:

@@ -325,3 +325,23 @@ def test_short_urls_are_parsed_once() -> None:
     long = "http://agent.test/" + "a" * 600
     assert urls.parse(long) == urls.parse(long)
     assert _parse_cached.cache_info().currsize == size
+
+
+@pytest.mark.parametrize(
+    ("url", "stored", "agent", "endpoint"),
+    [
+        ("http://::1/a2a", "http://[::1]/a2a", "[::1]/a2a", ("::1", 80)),
+        ("http://::1:8080/a2a", "http://[::1]:8080/a2a", "[::1]:8080/a2a", ("::1", 8080)),
+        ("https://2001:db8::1/a", "https://[2001:db8::1]/a", "[2001:db8::1]/a", ("2001:db8::1", 443)),
+    ],
+)
+def test_an_ipv6_host_as_mitmproxy_writes_it(url: str, stored: str, agent: str, endpoint: tuple[str, int]) -> None:
+    """mitmproxy's `Request.url` (and the worker, which builds URLs the same way) writes an IPv6 host without
+    brackets: `http://::1:8080/a2a`. Read as host and port, it is stored bracketed, with no anomaly (this parser
+    read it as an empty host with the port `:1:8080`, dropped it, and stored `http:///a2a`)."""
+    from converse_tap.a2a.extract import agent_of
+
+    assert urls.anomalies(url) == []
+    assert redact_url(url) == stored
+    assert agent_of(stored)[0] == agent
+    assert urls.host_port(url) == endpoint
