@@ -25,6 +25,52 @@ def _items(value: Any, name: str, anomalies: list[str]) -> list[Any]:
     return value
 
 
+# the type each field of an Agent Card (v1.0 and v0.3) has: a field of another type is read as absent, and said so
+_CARD_TYPES: dict[str, type] = {
+    "name": str,
+    "version": str,
+    "description": str,
+    "protocolVersion": str,
+    "url": str,
+    "preferredTransport": str,
+    "iconUrl": str,
+    "documentationUrl": str,
+    "supportedInterfaces": list,
+    "additionalInterfaces": list,
+    "skills": list,
+    "capabilities": dict,
+    "provider": dict,
+    "defaultInputModes": list,
+    "defaultOutputModes": list,
+}
+_ITEM_FIELDS = {"supportedInterfaces": ("url", "protocolBinding"), "additionalInterfaces": ("url", "transport")}
+
+
+def _check_types(card: dict[str, Any], anomalies: list[str]) -> None:
+    for name, kind in _CARD_TYPES.items():
+        value = card.get(name)
+        if value is not None and not isinstance(value, kind):
+            anomalies.append(f"wrong_type:card.{name}={type(value).__name__}")
+    for name, fields in _ITEM_FIELDS.items():
+        items = card.get(name)
+        for i, item in enumerate(items[:MAX_CARD_ITEMS] if isinstance(items, list) else []):
+            if not isinstance(item, dict):
+                anomalies.append(f"wrong_type:card.{name}[{i}]={type(item).__name__}")
+                continue
+            for field in fields:
+                value = item.get(field)
+                if value is not None and not isinstance(value, str):
+                    anomalies.append(f"wrong_type:card.{name}[{i}].{field}={type(value).__name__}")
+    skills = card.get("skills")
+    for i, skill in enumerate(skills[:MAX_CARD_ITEMS] if isinstance(skills, list) else []):
+        if not isinstance(skill, dict) or not isinstance(skill.get("id"), str):
+            anomalies.append(f"wrong_type:card.skills[{i}].id")
+    caps = card.get("capabilities")
+    exts = caps.get("extensions") if isinstance(caps, dict) else None
+    if exts is not None and not isinstance(exts, list):
+        anomalies.append(f"wrong_type:card.capabilities.extensions={type(exts).__name__}")
+
+
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -91,6 +137,7 @@ def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
         anomalies.append(f"card_not_object:{type(card).__name__}")
         return out
     out["card_json"] = ""  # set, redacted, by card_fields
+    _check_types(card, anomalies)
     out["name"] = _str(card.get("name"))
     out["version"] = _str(card.get("version"))
     out["description"] = _str(card.get("description"))
@@ -131,7 +178,7 @@ def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
     caps = card.get("capabilities")
     exts = caps.get("extensions") if isinstance(caps, dict) else None
     decl = None
-    for ext in exts or []:
+    for ext in exts if isinstance(exts, list) else []:  # (an int here raised TypeError: the card was lost)
         if isinstance(ext, dict) and ext.get("uri") == CONVERSE_URI:
             decl = ext
             break

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import urlsplit
 
 from . import fastjson, urls
 from .classify import A2ARequest, classify
@@ -75,10 +74,10 @@ EXCHANGE_COLUMNS = (
 def agent_of(agent_url: str, redaction: Redaction = NO_OPERATOR_PATTERNS) -> tuple[str, str | None]:
     """(agent key, agent id): the id is the last path segment when it looks like one (e.g. `ag_…`).
     Taken from the redacted URL: no userinfo, no credential shape in the path."""
-    parts = urlsplit(redaction.url(agent_url))
-    segments = [s for s in parts.path.split("/") if s]
+    _, netloc, path, _, _ = urls.split(redaction.url(agent_url))  # never raises (urlsplit can)
+    segments = [s for s in path.split("/") if s]
     agent_id = segments[-1] if segments and _AGENT_ID.match(segments[-1]) else None
-    return agent_id or f"{parts.netloc}{parts.path.rstrip('/')}", agent_id
+    return agent_id or f"{netloc}{path.rstrip('/')}", agent_id
 
 
 def _loads(data: bytes | str) -> tuple[Any, str | None]:

@@ -55,12 +55,19 @@ _TEXT_URL = re.compile(
 )
 
 
-_URLISH = re.compile(r"://|(?i:https?|wss?|ftp):")
+_SPECIAL = ("http:", "https:", "ws:", "wss:", "ftp:")
 
 
 def might_hold_url(text: str) -> bool:
-    """Whether `text` may hold a URL that `log_text` would change (`scheme://`, or a special scheme's `http:`)."""
-    return _URLISH.search(text) is not None
+    """Whether `text` may hold a URL that `log_text` would change (`scheme://`, or a special scheme's `http:`).
+    Substring scans, at C speed: a case-insensitive regular expression took 9 µs for a small envelope and 0.9 s
+    for 16 MiB; a lower-cased copy is made only when a `p:` or `s:` is there at all."""
+    if "://" in text:
+        return True
+    if not ("p:" in text or "s:" in text or "P:" in text or "S:" in text):
+        return False
+    low = text.lower()
+    return any(scheme in low for scheme in _SPECIAL)
 
 
 def is_secret_name(name: str) -> bool:
@@ -204,8 +211,14 @@ class Redaction:
         return s
 
     def url(self, url: str) -> str:
-        """Drop userinfo and fragment, redact credential shapes and secret query values, then operator patterns."""
-        return self.text(_builtin(url))
+        """Drop userinfo and fragment, redact credential shapes and secret query values, then operator patterns;
+        a URL an operator pattern changed is written again so that every parser reads it (`[REDACTED]` inside a
+        host reads as a broken IPv6 literal: it becomes `%5BREDACTED%5D`)."""
+        clean = _builtin(url)
+        if not self.patterns:
+            return clean
+        out = self.text(clean)
+        return out if out == clean else _builtin(out)
 
     def maybe_url(self, url: str | None) -> str | None:
         return None if url is None else self.url(url)
@@ -214,7 +227,7 @@ class Redaction:
         """Free text such as a log line: every URL in it redacted, userinfo anywhere dropped, shapes replaced."""
         if not self.patterns:  # built-in rules only: a pure function of the text
             return _builtin_text(text)
-        if ":" in text:
+        if might_hold_url(text):
             text = _TEXT_USERINFO.sub(r"\1", _TEXT_URL.sub(lambda m: self.url(m.group(0)), text))
         return self.text(redact_shapes(text))
 
@@ -317,7 +330,7 @@ _UNCHANGED_MAX = 8192
 @cached_for_short(8192)
 def _builtin_text(text: str) -> str:
     """`Redaction.log_text` without operator patterns."""
-    if ":" in text:
+    if might_hold_url(text):
         text = _TEXT_USERINFO.sub(r"\1", _TEXT_URL.sub(lambda m: _builtin(m.group(0)), text))
     return redact_shapes(text)
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from converse_tap.a2a import urls
-from converse_tap.a2a.redact import REDACTED, redact_url
+from converse_tap.a2a.redact import REDACTED, Redaction, redact_url
 
 ODD_URLS = [
     "http://[::1/a2a",  # urlsplit: "Invalid IPv6 URL"
@@ -18,6 +18,9 @@ ODD_URLS = [
     "http://[::1]]/",
     "http://W]:443/a",  # found by tests/fuzz/atheris_driver.py: a `]` alone went through the fast path whole
     "http://a]b[c/",
+    "http://[::\x7f\x7f]/a",  # found by the atheris driver: the zone passed, `urlsplit` refused it
+    "http://[::1%]/a",
+    "http://[::%25a%25b]/a",
     "http://[v1.x]/",
     "http://[fe80::1%25eth0]:8080/a",
     "http://[::1]:99999/a",
@@ -163,23 +166,31 @@ URLISH = st.lists(
             ".",
             "h",
             ";",
+            "\x7f",
+            "[::",
+            "%7F",
+            "tenant-acme",
         ]
     )
     | st.text(max_size=4),
     max_size=14,
 ).map("".join)
+URLS = st.tuples(st.sampled_from(["http://", "https://", "http:", "ws://", ""]), URLISH).map("".join)
 
 
-@settings(derandomize=True, max_examples=600, deadline=None)
-@given(URLISH)
+@settings(derandomize=True, max_examples=1500, deadline=None)
+@given(URLS)
 def test_any_text_parses_and_redacts_to_something_urlsplit_reads(url: str) -> None:
     u = urls.parse(url)
     assert all(isinstance(p, str) for p in u.problems)
     urls.host_port(url)
-    clean = redact_url(url)
-    urlsplit(clean)
-    clean.encode("utf-8")  # storable: no lone surrogates
-    assert urls.parse(clean).userinfo is None
+    for redaction in (Redaction(), Redaction.from_patterns([r"tenant-(\w+)"])):
+        clean = redaction.url(url)
+        urlsplit(clean)
+        clean.encode("utf-8")  # storable: no lone surrogates
+        assert urls.parse(clean).userinfo is None
+        if u.host or u.opaque:  # (without a host, `http:////x` is read again as `http://x`)
+            assert redaction.url(clean) == clean  # a stored URL redacted again (a re-ingest) stays put
 
 
 def _exchange(url: str) -> Any:
@@ -275,3 +286,62 @@ def test_query_parameters_after_a_semicolon_are_read_too(url: str, expected: str
     """Servers that split a query at `;` as well as `&` (Java servlet containers, older CGI) read `token` in
     `?a=1;token=…`: its value was kept, as part of `a`'s."""
     assert redact_url(url) == expected
+
+
+def test_the_path_is_the_request_target_as_sent() -> None:
+    """mitmproxy records the request target as the server received it: a backslash in the host must not move
+    the path (`http://h\\x:9000/lf.a2a.v1.A2AService/SendMessage` was read with the path `/x:9000/lf…`, so the
+    gRPC call was not recognised and not recorded), nor is a backslash in the path a slash to the server."""
+    assert urls.parse("http://h\\x:9000/lf.a2a.v1.A2AService/SendMessage").path == "/lf.a2a.v1.A2AService/SendMessage"
+    assert urls.parse("http://h/a\\b/message:send").path == "/a\\b/message:send"
+    assert urls.anomalies("http://h\\x:9000/a") == ["url_malformed:backslash", "url_malformed:host"]
+
+
+def test_an_operator_pattern_that_matches_in_the_host_costs_nothing() -> None:
+    """`--redact 'tenant-(\\w+)'` against an agent at `tenant-acme.agents.test`: the agent URL became
+    `http://tenant-[REDACTED].agents.test/…`, whose brackets `urlsplit` reads as a broken IPv6 literal, so the
+    agent key raised and every exchange with that agent was a failure row."""
+    from converse_tap.a2a.extract import extract
+    from converse_tap.a2a.redact import Redaction, TextPolicy
+
+    redaction = Redaction.from_patterns([r"tenant-(\w+)"])
+    ext = extract(_exchange("http://tenant-acme.agents.test/a2a/jsonrpc"), TextPolicy(), redaction=redaction)
+    assert ext is not None
+    row = ext.exchange
+    assert "acme" not in row["url"] + row["agent"] + row["agent_url"]
+    assert row["agent"] == "tenant-%5BREDACTED%5D.agents.test/a2a/jsonrpc"
+    assert row["url"] == row["agent_url"] == "http://tenant-%5BREDACTED%5D.agents.test/a2a/jsonrpc"
+    assert urlsplit(row["url"]).hostname  # raised when the host was stored as `tenant-[REDACTED]…`
+
+
+def test_short_urls_are_parsed_once() -> None:
+    """classify reads every exchange's URL with `urls.parse` (13 µs, where `urlsplit`, with its cache, took
+    0.3): short URLs come from a cache; long ones never enter it, so distinct long URLs cannot grow it."""
+    from converse_tap.a2a.urls import _parse_cached
+
+    url = "http://agent.test:9000/a2a/jsonrpc/cache-test"
+    assert urls.parse(url) is urls.parse(url)
+    size = _parse_cached.cache_info().currsize
+    long = "http://agent.test/" + "a" * 600
+    assert urls.parse(long) == urls.parse(long)
+    assert _parse_cached.cache_info().currsize == size
+
+
+@pytest.mark.parametrize(
+    ("url", "stored", "agent", "endpoint"),
+    [
+        ("http://::1/a2a", "http://[::1]/a2a", "[::1]/a2a", ("::1", 80)),
+        ("http://::1:8080/a2a", "http://[::1]:8080/a2a", "[::1]:8080/a2a", ("::1", 8080)),
+        ("https://2001:db8::1/a", "https://[2001:db8::1]/a", "[2001:db8::1]/a", ("2001:db8::1", 443)),
+    ],
+)
+def test_an_ipv6_host_as_mitmproxy_writes_it(url: str, stored: str, agent: str, endpoint: tuple[str, int]) -> None:
+    """mitmproxy's `Request.url` (and the worker, which builds URLs the same way) writes an IPv6 host without
+    brackets: `http://::1:8080/a2a`. Read as host and port, it is stored bracketed, with no anomaly (this parser
+    read it as an empty host with the port `:1:8080`, dropped it, and stored `http:///a2a`)."""
+    from converse_tap.a2a.extract import agent_of
+
+    assert urls.anomalies(url) == []
+    assert redact_url(url) == stored
+    assert agent_of(stored)[0] == agent
+    assert urls.host_port(url) == endpoint

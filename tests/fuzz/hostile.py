@@ -49,6 +49,7 @@ HOSTS = [
     "agent.test",
     "AGENT.test",
     "[::1]",
+    "::1",  # as mitmproxy hands an IPv6 host on: its URL is `http://::1:9000/…`
     "[::1",
     "[fe80::1%25eth0]",
     "[v1.x]",
@@ -60,6 +61,7 @@ HOSTS = [
     "a..b",
     "h\x00x",
     "a" * 300,
+    f"tenant-{MARK}o3.test",  # the operator's pattern matches inside the host
 ]
 PORTS = [80, 443, 9000, 0, 65535]
 PATH_JUNK = ["", "/\udcff", "/\x1b[31m", "/a\\b", "/%00", "/\u202e", "/a b", "/" + "p" * 2000, "/..;/", "/\r\nX: y"]
@@ -86,7 +88,8 @@ class Case:
 
     def url(self, with_userinfo: bool = True) -> str:
         user = f"{self.userinfo}@" if with_userinfo and self.userinfo else ""
-        return f"{self.scheme}://{user}{self.host}:{self.port}{self.path}"
+        default = {"http": 80, "https": 443}[self.scheme] == self.port  # left out, as mitmproxy writes URLs
+        return f"{self.scheme}://{user}{self.host}{'' if default else f':{self.port}'}{self.path}"
 
     def exchange(self, fid: str) -> HttpExchange:
         """As ingest reads it from a HAR or flow file."""
@@ -100,7 +103,7 @@ class Case:
             request_body=self.body,
             http_version="HTTP/2.0" if self.scheme == "https" else "HTTP/1.1",
             status=self.status,
-            response_headers=Headers(self.response_headers),
+            response_headers=Headers(self.response_headers if self.status is not None else []),
             response_body=body if self.status is not None else None,
             response_trailers=Headers(self.trailers) if self.trailers is not None else None,
             ts_start=1.0,
@@ -175,6 +178,10 @@ WRONG_ENVELOPE = st.one_of(
     st.floats(),
     st.sampled_from(["\u00bf?", "\x1b[2J", "\ud800"]),
     st.lists(st.integers(), min_size=1, max_size=2),
+)
+# a value no card field may have: every field is a string, a list or an object
+WRONG_CARD = st.one_of(
+    st.booleans(), st.integers(min_value=-(2**70), max_value=2**70), st.floats(), st.sampled_from([12, 1.5, True])
 )
 ENVELOPE_FIELDS = ["author", "answerCoverage", "ownership", "routine", "invocation", "citations"]
 CARD_FIELDS = [
@@ -309,8 +316,23 @@ def cases(draw: st.DrawFn) -> Case:
             "tools": [{"toolName": "returns", "description": secret_url, "inputSchema": {"x": secret_url}}],
         }
         card = _card(secret_url, params)
-        for name in draw(st.sampled_from([[], ["one"], CARD_FIELDS])):
-            card[draw(st.sampled_from(CARD_FIELDS)) if name == "one" else name] = draw(WRONG)
+        wrong = draw(st.sampled_from([[], ["one"], ["nested"], CARD_FIELDS]))
+        for name in wrong:
+            if name == "nested":  # a field inside a list or object of the card
+                where = draw(st.sampled_from(["capabilities", "supportedInterfaces", "skills", "extension"]))
+                value = draw(WRONG_CARD)
+                if where == "capabilities":
+                    card["capabilities"]["extensions"] = value
+                elif where == "supportedInterfaces":
+                    card["supportedInterfaces"][0][draw(st.sampled_from(["url", "protocolBinding"]))] = value
+                elif where == "skills":
+                    card["skills"] = [value]
+                else:
+                    card["capabilities"]["extensions"][0]["required"] = value
+            else:
+                card[draw(st.sampled_from(CARD_FIELDS)) if name == "one" else name] = draw(WRONG_CARD)
+        if wrong:
+            malformed.append("card")
         headers = [h for h in headers if h[0] != "content-type"]
         reply = json.dumps(card).encode()
     else:  # grpc
@@ -357,7 +379,8 @@ def cases(draw: st.DrawFn) -> Case:
         reply = reply[:cut]
         if chunks is not None:
             chunks = _split(reply, [cut // 2])
-        if kind != "stream":
+        # (an empty card body is recorded without an anomaly: extract.py's choice, reported to the lead)
+        if kind != "stream" and not (kind == "card" and not reply.strip()):
             malformed.append("exchange")
     encoding = draw(st.sampled_from(["", "", "", "gzip", "deflate", "br", "gzip-corrupt", "x-unknown"]))
     encoded = None
@@ -370,7 +393,7 @@ def cases(draw: st.DrawFn) -> Case:
         path = junk + secret_path + path
     if secret_query:
         path += "?" + secret_query
-    if host not in ("agent.test", "AGENT.test", "[::1]", "[fe80::1%25eth0]", "\u00e9x.test", "a..b"):
+    if host not in ("agent.test", "AGENT.test", "[::1]", "::1", "[fe80::1%25eth0]", "\u00e9x.test", "a..b", HOSTS[-1]):
         malformed.append("url")
     return Case(
         method=method,
@@ -383,7 +406,7 @@ def cases(draw: st.DrawFn) -> Case:
         status=draw(st.sampled_from([status, status, 400, 500, None])),
         response_headers=rh,
         response_body=reply if encoded is None else encoded,
-        decoded_body=reply if encoding in ("", "gzip", "deflate", "br") else None,
+        decoded_body=reply if encoded is None or encoding in ("gzip", "deflate", "br") else None,
         chunks=chunks,
         trailers=trailers,
         error=draw(st.sampled_from([None, None, f"connect to {secret_url} failed"])),

@@ -66,3 +66,30 @@ def test_a_url_of_undecodable_bytes_costs_the_worker_little() -> None:
     except subprocess.TimeoutExpired:
         raise AssertionError("100 exchanges with 64 KiB undecodable URLs took over 40 s") from None
     assert proc.stdout == "done\n", proc.stderr
+
+
+def test_a_card_whose_extensions_are_not_a_list_is_recorded() -> None:
+    """`capabilities.extensions: 5` raised TypeError (`for ext in exts or []`): the card row was lost, the
+    exchange a failure row. Every field of the wrong type is now named on the card row."""
+    notes: list[str] = []
+    fields = card_fields(
+        {
+            "name": 7,
+            "supportedInterfaces": [{"url": 5, "protocolBinding": "JSONRPC"}, "x"],
+            "skills": [{"id": 3}],
+            "capabilities": {"extensions": 5},
+            "provider": "p",
+        },
+        notes,
+    )
+    assert fields["name"] is None and fields["interfaces"] == [
+        {"url": None, "binding": "JSONRPC", "protocol_version": None}
+    ]
+    assert notes == [
+        "wrong_type:card.name=int",
+        "wrong_type:card.provider=str",
+        "wrong_type:card.supportedInterfaces[0].url=int",
+        "wrong_type:card.supportedInterfaces[1]=str",
+        "wrong_type:card.skills[0].id",
+        "wrong_type:card.capabilities.extensions=int",
+    ]

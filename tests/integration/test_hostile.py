@@ -289,7 +289,7 @@ def _check_poison(ex: pd.DataFrame, msgs: pd.DataFrame, base: str, kind: str) ->
     elif kind == "nonfinite":
         assert pd.isna(odd["error_code"]) and odd["method"] == "SendMessage"
     else:
-        # a path that is not UTF-8 is stored percent-encoded, and said so (it was a surrogate the writer mended)
+        # a URL's bytes that are not UTF-8 are percent-encoded by the URL parser, as a URL carries bytes
         assert "url_not_utf8" in flagged and odd["url"].endswith("/a2a/%FF%FE")
 
 
