@@ -42,7 +42,7 @@ def agents_overview(frames: Frames) -> list[dict[str, Any]]:
         for card in rows:
             tools = []
             for t in card["tools"] if card["tools"] is not None else []:
-                schema = json.loads(t["input_schema_json"]) if t["input_schema_json"] else None
+                schema = _schema(t["input_schema_json"])
                 tools.append(
                     {
                         "tool": t["tool_name"],
@@ -98,3 +98,13 @@ def agents_text(overview: list[dict[str, Any]]) -> str:
                     + ", ".join(x.split(":", 1)[1] for x in c["anomalies"] if x.startswith("card_tool_without_skill:"))
                 )
     return "\n".join(safe_line(line) for line in lines) + "\n"
+
+
+def _schema(text: str | None) -> Any:
+    """A tool's input schema as recorded; text that is not JSON (a dataset not written by us) is kept as text."""
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
