@@ -106,14 +106,17 @@ def run_query(engine: Engine, sql: str) -> pa.RecordBatchReader:
 
 def rows(reader: pa.RecordBatchReader) -> Iterator[dict[str, Any]]:
     for batch in reader:
-        try:
-            found = batch.to_pylist()
-        except (OverflowError, ValueError):  # a date or time Python cannot hold: the batch value by value
-            found = [
-                {name: _value(batch.column(j)[i]) for j, name in enumerate(batch.schema.names)}
-                for i in range(batch.num_rows)
-            ]
-        yield from found
+        yield from pylist(batch)
+
+
+def pylist(data: pa.RecordBatch | pa.Table) -> list[dict[str, Any]]:
+    """Rows as dicts; a date or time Python cannot hold (a tampered file, DuckDB's infinity) as ISO 8601 text."""
+    try:
+        return data.to_pylist()
+    except (OverflowError, ValueError):  # value by value
+        return [
+            {name: _value(data.column(j)[i]) for j, name in enumerate(data.schema.names)} for i in range(data.num_rows)
+        ]
 
 
 # DuckDB's infinite dates and times, as their integers

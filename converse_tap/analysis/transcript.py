@@ -14,7 +14,7 @@ from typing import Any
 from ..a2a.redact import TextPolicy
 from ..store.files import SALT_FILE
 from ..textsafe import safe_line, safe_text
-from .drill import plain
+from .drill import plain, pylist
 from .engine import CONVERSATION_KEY, Engine
 
 TRANSCRIPT_SCHEMA = "converse-tap-transcript/1"
@@ -97,7 +97,7 @@ def transcripts(engine: Engine, conversations: list[str], text: str = "keep") ->
         "SELECT * FROM replies WHERE conversation IN (SELECT unnest($1::VARCHAR[]))", params=[conversations]
     )
     replies: dict[tuple[str, str], dict[str, Any]] = {
-        (r["conversation"], r["reply_key"]): r for r in of_these.to_arrow_table().to_pylist()
+        (r["conversation"], r["reply_key"]): r for r in pylist(of_these.to_arrow_table())
     }
     policy = _hasher(engine.root, text)
     rows: dict[str, list[dict[str, Any]]] = {}

@@ -93,3 +93,31 @@ def test_a_card_without_an_agent_is_listed_with_a_null_agent(tampered: Path) -> 
     report = _json(invoke("report", str(tampered), "--format", "json"))
     cards = report["conformance"]["agent_cards"]  # type: ignore[index]
     assert None in [c["agent"] for c in cards] and any(c["agent"] for c in cards)
+
+
+def _limits(t: pa.Table) -> pa.Table:
+    """Message times at both ends of the timestamp type (DuckDB reads them as infinity and -infinity)."""
+    ts = t.schema.field("ts")
+    raw = pa.array([2**63 - 1 if i % 2 else -(2**63 - 1) for i in range(len(t))], pa.int64())
+    return t.set_column(t.schema.get_field_index("ts"), ts, raw.cast(ts.type))
+
+
+@pytest.fixture(scope="module")
+def limits(sample: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("limits") / "data"
+    shutil.copytree(sample, root)
+    _tamper(root, "messages", _limits)
+    return root
+
+
+def test_times_at_the_limits_of_their_type_cost_only_their_rows(limits: Path) -> None:
+    conversations = _json(invoke("sql", str(limits), "SELECT conversation FROM conversations", "--format", "json"))
+    assert conversations
+    for row in conversations:  # type: ignore[attr-defined]
+        r = invoke("show", str(limits), row["conversation"])
+        assert r.exit_code == 0 and "[" in r.stdout
+        assert _json(invoke("show", str(limits), row["conversation"], "--format", "json"))
+    r = invoke("report", str(limits), "--format", "html", "--by", "routine")
+    assert r.exit_code == 0 and "</html>" in r.stdout
+    r = invoke("sql", str(limits), "SELECT ts FROM messages ORDER BY ts NULLS LAST", "--format", "json")
+    assert {"infinity", "-infinity"} <= {row["ts"] for row in _json(r)}  # type: ignore[attr-defined]
