@@ -11,7 +11,6 @@ The views are the engine's own definitions given names (`views.create_named_view
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import decimal
 import json
@@ -176,14 +175,35 @@ def cell(value: Any) -> str:
     return str(value)
 
 
+# a text cell a spreadsheet would run as a formula (OWASP's list): opened in Excel or LibreOffice, `=HYPERLINK(...)`
+# or `@SUM(...)` from the wire would act; such a cell gets a leading apostrophe, which spreadsheets show as text
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any, text: bool) -> str:
+    """A CSV field: `cell`, quoted when it holds a comma, quote, CR or LF (Python's csv module leaves a lone CR
+    unquoted, which splits the row for every reader); a value of a text column that starts like a formula
+    prefixed with an apostrophe (numbers, times and the JSON of lists and structs are no text from the wire)."""
+    s = cell(value)
+    if text and s.startswith(_FORMULA):
+        s = "'" + s
+    return '"' + s.replace('"', '""') + '"' if any(c in s for c in ',"\r\n') else s
+
+
 def write_csv(reader: pa.RecordBatchReader, out: IO[str]) -> int:
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(reader.schema.names)
+    out.write(",".join(csv_cell(name, True) for name in reader.schema.names) + "\n")
+    text = [
+        pa.types.is_string(_plain_type(f.type)) or pa.types.is_large_string(_plain_type(f.type)) for f in reader.schema
+    ]
     n = 0
     for row in rows(reader):
-        w.writerow([cell(v) for v in row.values()])
+        out.write(",".join(csv_cell(v, t) for v, t in zip(row.values(), text, strict=True)) + "\n")
         n += 1
     return n
+
+
+def _plain_type(t: pa.DataType) -> pa.DataType:
+    return t.value_type if pa.types.is_dictionary(t) else t
 
 
 def write_jsonl(reader: pa.RecordBatchReader, out: IO[str]) -> int:
