@@ -144,6 +144,8 @@ def show(dataset: Dataset, conversation: str, fmt: str, text: str, memory_limit:
                 hint = f'list them with: converse-tap sql {dataset} "SELECT * FROM conversations"'
                 raise UsageError(f"{e}\n{hint}") from None
             t = transcript(engine, unique[0], text)
+    except OSError as e:  # the dataset's salt is not one (show --text hash)
+        raise UsageError(f"cannot hash the text: {e}") from e
     finally:
         engine.close()
     click.echo(json.dumps(t, indent=2, ensure_ascii=False) if fmt == "json" else transcript_text(t), nl=fmt == "json")
