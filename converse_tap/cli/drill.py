@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .common import UsageError, _window, window_options
+from .common import UsageError, _skipped, _window, window_options
 from .guards import DATASET, Dataset, SafeError, check_dataset
 
 if TYPE_CHECKING:
@@ -29,9 +29,11 @@ def _open(dataset: Dataset, window: Window, memory_limit: str | None, facts: tup
 
     check_dataset(dataset)  # a directory a writer never wrote into is no dataset: no empty answer from it
     try:
-        return open_views(dataset, window, memory_limit or DEFAULT_MEMORY_LIMIT, facts)
+        engine = open_views(dataset, window, memory_limit or DEFAULT_MEMORY_LIMIT, facts)
     except (OSError, ValueError, duckdb.Error) as e:
         raise SafeError(f"cannot read the dataset {dataset}: {e}") from e
+    _skipped(engine.skipped, None)  # what the views leave out, as report says it
+    return engine
 
 
 @click.command("sql")

@@ -40,18 +40,40 @@ def foreign_reason(path: str | Path, table: str, remote: objstore.Remote | None 
         if remote is not None:
             if remote.fs.get_file_info(str(path)).size == 0:
                 return "an empty file"
-            schema = pq.read_schema(str(path), filesystem=remote.fs)
+            meta = pq.read_metadata(str(path), filesystem=remote.fs)
         else:
             with os.fdopen(open_regular(Path(path)), "rb") as f:  # never a FIFO, device or symlink
                 if os.fstat(f.fileno()).st_size == 0:
                     return "an empty file"
-                schema = pq.read_schema(f)
+                meta = pq.read_metadata(f)
+        schema = meta.schema.to_arrow_schema()
     except ForeignJournal as e:
         return str(e)
     except (OSError, pa.ArrowException):
         return "not a Parquet file"
     problem = schema_problem(schema, table)
-    return f"Parquet of {problem}" if problem is not None and problem.startswith("another") else problem
+    if problem is not None:
+        return f"Parquet of {problem}" if problem.startswith("another") else problem
+    return _coarse_times(meta, schema, table)
+
+
+_MICROS = {"s": 1_000_000, "ms": 1_000}
+
+
+def _coarse_times(meta: pq.FileMetaData, schema: pa.Schema, table: str) -> str | None:
+    """Times in seconds or milliseconds become microseconds when read, which overflows beyond ±292,000 years: a file
+    with such times must show, in its statistics, that every value converts (one value would stop every reader)."""
+    columns = {meta.schema.column(i).name: i for i in range(meta.num_columns)}
+    for f in schema:
+        if not (pa.types.is_timestamp(f.type) and f.type.unit in _MICROS and f.name in TABLES[table].names):
+            continue
+        for g in range(meta.num_row_groups):
+            stats = meta.row_group(g).column(columns[f.name]).statistics
+            if stats is None or not stats.has_min_max:
+                return f"{f.name} in {f.type.unit} without the statistics to show it converts to microseconds"
+            if max(abs(stats.min_raw), abs(stats.max_raw)) * _MICROS[f.type.unit] > 2**63 - 1:
+                return f"{f.name} holds times beyond what microseconds can hold"
+    return None
 
 
 def table_files(root: str | Path, table: str, first_day: str | None = None, last_day: str | None = None) -> TableFiles:
