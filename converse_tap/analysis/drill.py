@@ -24,6 +24,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ..textsafe import json_safe
 from .engine import CONVERSATION_KEY, DEFAULT_MEMORY_LIMIT, NONE, Engine
 from .load import Window
 from .views import FACT_VIEWS, STORED_VIEWS, create_named_views
@@ -209,7 +210,7 @@ def _plain_type(t: pa.DataType) -> pa.DataType:
 def write_jsonl(reader: pa.RecordBatchReader, out: IO[str]) -> int:
     n = 0
     for row in rows(reader):
-        out.write(json.dumps(plain(row), ensure_ascii=False, allow_nan=False) + "\n")
+        out.write(json_safe(json.dumps(plain(row), ensure_ascii=False, allow_nan=False)) + "\n")
         n += 1
     return n
 
@@ -218,7 +219,7 @@ def write_json(reader: pa.RecordBatchReader, out: IO[str]) -> int:
     out.write("[")
     n = 0
     for row in rows(reader):
-        out.write(("," if n else "") + "\n  " + json.dumps(plain(row), ensure_ascii=False, allow_nan=False))
+        out.write(("," if n else "") + "\n  " + json_safe(json.dumps(plain(row), ensure_ascii=False, allow_nan=False)))
         n += 1
     out.write("\n]\n" if n else "]\n")
     return n

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..textsafe import json_safe
 from .common import UsageError, _skipped, _window, window_options
 from .guards import DATASET, Dataset, SafeError, check_dataset
 
@@ -150,7 +151,8 @@ def show(dataset: Dataset, conversation: str, fmt: str, text: str, memory_limit:
         raise UsageError(f"cannot hash the text: {e}") from e
     finally:
         engine.close()
-    click.echo(json.dumps(t, indent=2, ensure_ascii=False) if fmt == "json" else transcript_text(t), nl=fmt == "json")
+    text = json_safe(json.dumps(t, indent=2, ensure_ascii=False)) if fmt == "json" else transcript_text(t)
+    click.echo(text, nl=fmt == "json")
 
 
 def check_examples(
