@@ -10,6 +10,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -38,14 +39,21 @@ def foreign_reason(path: str | Path, table: str, remote: objstore.Remote | None 
     is one)."""
     try:
         if remote is not None:
-            if remote.fs.get_file_info(str(path)).size == 0:
+            size = remote.fs.get_file_info(str(path)).size
+            if size == 0:
                 return "an empty file"
-            meta = pq.read_metadata(str(path), filesystem=remote.fs)
+            with remote.fs.open_input_file(str(path)) as f:
+                too_big = _footer_too_big(f, size)
+                meta = None if too_big else pq.read_metadata(f)
         else:
             with os.fdopen(open_regular(Path(path)), "rb") as f:  # never a FIFO, device or symlink
-                if os.fstat(f.fileno()).st_size == 0:
+                size = os.fstat(f.fileno()).st_size
+                if size == 0:
                     return "an empty file"
-                meta = pq.read_metadata(f)
+                too_big = _footer_too_big(f, size)
+                meta = None if too_big else pq.read_metadata(f)
+        if too_big or meta is None:
+            return too_big
         schema = meta.schema.to_arrow_schema()
     except ForeignJournal as e:
         return str(e)
@@ -55,6 +63,23 @@ def foreign_reason(path: str | Path, table: str, remote: objstore.Remote | None 
     if problem is not None:
         return f"Parquet of {problem}" if problem.startswith("another") else problem
     return _coarse_times(meta, schema, table)
+
+
+MAX_FOOTER = 16 << 20  # a footer larger than this (thousands of row groups) is no file a writer of ours makes
+
+
+def _footer_too_big(f: Any, size: int) -> str | None:
+    """Why a Parquet file's footer is too large to read (its metadata alone would take more memory than a report
+    may: 85 MB of footer took 2.7 GB), from its last 8 bytes; None when it is not."""
+    if size < 12:
+        return None  # too short for Parquet: read_metadata says so
+    f.seek(size - 8)
+    tail = f.read(8)
+    length = int.from_bytes(tail[:4], "little")
+    if tail[4:] == b"PAR1" and length > MAX_FOOTER:
+        return f"a Parquet footer of {length >> 20} MiB (thousands of row groups), more than a reader may hold"
+    f.seek(0)
+    return None
 
 
 _MICROS = {"s": 1_000_000, "ms": 1_000}

@@ -133,3 +133,30 @@ def test_times_in_milliseconds_that_convert_are_read(sample: Path, tmp_path: Pat
         "sql", str(root), "SELECT count(*) AS n FROM exchanges WHERE ts_start = '1999-12-31 23:00Z'", "--format", "csv"
     )
     assert r.exit_code == 0 and int(r.stdout.split()[1]) >= 1 and "warning" not in r.stderr
+
+
+def test_a_file_of_thousands_of_row_groups_is_skipped_before_its_footer_is_read(
+    sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 20,000 one-row groups made an 85 MB footer that took report to 2.7 GB and 50 s; here the limit is lowered
+    # so that 300 groups (a footer of about 1 MB) stand for them
+    from converse_tap.store import reader
+
+    monkeypatch.setattr(reader, "MAX_FOOTER", 256 << 10)
+    root = tmp_path / "data"
+    shutil.copytree(sample, root)
+    good = next((root / "exchanges").glob("date=*/*.parquet"))
+    t = pq.read_table(good)
+    t = t.drop_columns([c for c in ("date",) if c in t.column_names])
+    many = pa.concat_tables([t] * 34).slice(0, 300)
+    ids = pa.array([f"many-{i}" for i in range(300)], t.schema.field("exchange_id").type)
+    many = many.set_column(0, t.schema.field("exchange_id"), ids)
+    pq.write_table(many, good.parent / "part-many.parquet", row_group_size=1)
+    assert pq.read_metadata(good.parent / "part-many.parquet").num_row_groups == 300
+    r = invoke("report", str(root), "--format", "json")
+    assert r.exit_code == 0
+    assert f"warning: skipped {good.parent / 'part-many.parquet'}: a Parquet footer of" in r.stderr
+    monkeypatch.setattr(reader, "MAX_FOOTER", 16 << 20)  # under the real limit it is read
+    query = "SELECT count(*) AS n FROM exchanges WHERE exchange_id LIKE 'many-%'"
+    r = invoke("sql", str(root), query, "--format", "csv")
+    assert r.exit_code == 0 and r.stdout == "n\n300\n"
