@@ -278,10 +278,16 @@ def read_journals(root: str | Path) -> Journals:
     dataset on object storage: those in its default local journal folder, objstore.default_journal_dir)."""
     out = Journals()
     base = objstore.journal_root(root) / JOURNAL_DIR
+    if base.is_symlink():
+        out.foreign.append((str(base), "a symbolic link, not the dataset's journal directory"))
+        return out
     if not base.is_dir():
         return out
     for d in sorted(base.iterdir()):
         if d.is_symlink() or not d.is_dir():
+            continue
+        if not (d / "lock").is_file():  # a writer makes its lock first
+            out.foreign.append((str(d), "no lock file, not a writer's journal directory"))
             continue
         state = "live" if writer_alive(d) else "dead"
         got = 0
