@@ -39,3 +39,13 @@ def safe_text(text: object) -> str:
 
 def is_terminal_safe(text: str, multiline: bool = False) -> bool:
     return (_UNSAFE_TEXT if multiline else _UNSAFE_LINE).search(text) is None
+
+
+_UNSAFE_IN_JSON = re.compile("[" + _OTHER + "]")  # JSON escapes C0 controls itself
+
+
+def json_safe(text: str) -> str:
+    """JSON text (as json.dumps writes it with ensure_ascii=False) with the characters a terminal acts on that JSON
+    leaves raw (DEL, C1 controls, bidi controls, line separators, lone surrogates) written as \\uXXXX escapes: the
+    same JSON value, safe to print. Outside strings JSON has only ASCII, so only strings change."""
+    return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -54,3 +54,25 @@ def test_csv_and_table_carry_the_same_values(sample: Path) -> None:
     assert json.loads(row["s"]) == EXPECTED["s"]
     r = invoke("sql", str(sample), QUERY, "--format", "table")
     assert r.exit_code == 0 and "294247-01-01" in r.stdout and "-infinity" in r.stdout
+
+
+def test_csv_text_that_a_spreadsheet_would_run_is_kept_as_text(sample: Path) -> None:
+    query = """SELECT '=HYPERLINK("http://evil.test","x")' AS eq, '+1+1' AS plus, '-2+3' AS minus, '@SUM(A1)' AS at,
+                      chr(9) || '=1' AS tab, chr(13) || '=1' AS cr, -2 AS number, 'plain' AS text, ['=x'] AS list"""
+    r = invoke("sql", str(sample), query, "--format", "csv")
+    assert r.exit_code == 0, r.stderr
+    (row,) = list(csv.DictReader(io.StringIO(r.stdout, newline="")))  # a CR in a value stays in its field
+    assert row == {
+        "eq": '\'=HYPERLINK("http://evil.test","x")',
+        "plus": "'+1+1",
+        "minus": "'-2+3",
+        "at": "'@SUM(A1)",
+        "tab": "'\t=1",
+        "cr": "'\r=1",
+        "number": "-2",  # a number is no formula
+        "text": "plain",
+        "list": '["=x"]',
+    }
+    # the JSON formats carry the value itself
+    r = invoke("sql", str(sample), query, "--format", "json")
+    assert json.loads(r.stdout)[0]["eq"] == '=HYPERLINK("http://evil.test","x")'

@@ -5,6 +5,7 @@ Built from the attack dataset (tests/analysis/hostile.py) and a file whose name 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -70,3 +71,37 @@ def test_warnings_and_errors_naming_a_hostile_file_name_are_safe(hostile: Path, 
     assert r.exit_code == 2 and "not its own" in r.stderr
     _safe(r.stderr)
     assert "evil\\x1b]0;owned\\x07" in r.stderr
+
+
+RAW = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report", "{d}", "--format", "json", "--by", "routine"],
+        ["agents", "{d}", "--format", "json"],
+        ["sql", "{d}", "SELECT routine_name, citations FROM messages", "--format", "json"],
+        ["sql", "{d}", "SELECT routine_name, citations FROM messages", "--format", "jsonl"],
+        ["show", "{d}", "ctx-1", "--format", "json"],
+    ],
+    ids=["report", "agents", "sql-json", "sql-jsonl", "show"],
+)
+def test_json_outputs_escape_what_a_terminal_would_act_on_and_keep_the_value(hostile: Path, args: list[str]) -> None:
+    r = invoke(*[a.format(d=hostile) for a in args])
+    assert r.exit_code == 0
+    assert RAW.search(r.stdout) is None, RAW.findall(r.stdout)[:5]  # C1 controls, bidi overrides, separators
+    _safe(r.stdout)
+    lines = r.stdout.splitlines() if "jsonl" in args else [r.stdout]
+    values = [json.loads(line) for line in lines]
+    assert "agents" in args or any(TERMINAL in v for v in _strings(values))  # the value itself survives
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [*value, *(s for v in value.values() for s in _strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []

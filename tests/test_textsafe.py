@@ -6,7 +6,7 @@ import ast
 import json
 from pathlib import Path
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from converse_tap import textsafe
@@ -14,7 +14,7 @@ from converse_tap.a2a.extract import extract
 from converse_tap.a2a.redact import TextPolicy
 from converse_tap.addon.flows import exchange_from_flow
 from converse_tap.addon.summary import summary_lines
-from converse_tap.textsafe import is_terminal_safe, safe_line, safe_text
+from converse_tap.textsafe import is_terminal_safe, json_safe, safe_line, safe_text
 from tests.factories import a2a_flow, agent_message, envelope, jsonrpc_result
 
 UNSAFE = [chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)]]
@@ -56,3 +56,15 @@ def test_live_lines_escape_what_the_wire_said() -> None:
     lines = summary_lines(ext, "replies")
     assert len(lines) == 2 and all(is_terminal_safe(line) for line in lines)
     assert "\\x1b]0;owned\\x07\\x1b[2K\\rfake line\\u202e" in lines[1]
+
+
+@settings(derandomize=True, max_examples=300)
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(), lambda c: st.lists(c) | st.dictionaries(st.text(), c)
+    )
+)
+def test_json_safe_keeps_the_value_and_is_safe_to_print(value: object) -> None:
+    text = json_safe(json.dumps(value, ensure_ascii=False))
+    assert json.loads(text) == value
+    assert is_terminal_safe(text, multiline=True)

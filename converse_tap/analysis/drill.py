@@ -11,7 +11,6 @@ The views are the engine's own definitions given names (`views.create_named_view
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import decimal
 import json
@@ -25,6 +24,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ..textsafe import json_safe
 from .engine import CONVERSATION_KEY, DEFAULT_MEMORY_LIMIT, NONE, Engine
 from .load import Window
 from .views import FACT_VIEWS, STORED_VIEWS, create_named_views
@@ -106,14 +106,17 @@ def run_query(engine: Engine, sql: str) -> pa.RecordBatchReader:
 
 def rows(reader: pa.RecordBatchReader) -> Iterator[dict[str, Any]]:
     for batch in reader:
-        try:
-            found = batch.to_pylist()
-        except (OverflowError, ValueError):  # a date or time Python cannot hold: the batch value by value
-            found = [
-                {name: _value(batch.column(j)[i]) for j, name in enumerate(batch.schema.names)}
-                for i in range(batch.num_rows)
-            ]
-        yield from found
+        yield from pylist(batch)
+
+
+def pylist(data: pa.RecordBatch | pa.Table) -> list[dict[str, Any]]:
+    """Rows as dicts; a date or time Python cannot hold (a tampered file, DuckDB's infinity) as ISO 8601 text."""
+    try:
+        return data.to_pylist()
+    except (OverflowError, ValueError):  # value by value
+        return [
+            {name: _value(data.column(j)[i]) for j, name in enumerate(data.schema.names)} for i in range(data.num_rows)
+        ]
 
 
 # DuckDB's infinite dates and times, as their integers
@@ -173,20 +176,41 @@ def cell(value: Any) -> str:
     return str(value)
 
 
+# a text cell a spreadsheet would run as a formula (OWASP's list): opened in Excel or LibreOffice, `=HYPERLINK(...)`
+# or `@SUM(...)` from the wire would act; such a cell gets a leading apostrophe, which spreadsheets show as text
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any, text: bool) -> str:
+    """A CSV field: `cell`, quoted when it holds a comma, quote, CR or LF (Python's csv module leaves a lone CR
+    unquoted, which splits the row for every reader); a value of a text column that starts like a formula
+    prefixed with an apostrophe (numbers, times and the JSON of lists and structs are no text from the wire)."""
+    s = cell(value)
+    if text and s.startswith(_FORMULA):
+        s = "'" + s
+    return '"' + s.replace('"', '""') + '"' if any(c in s for c in ',"\r\n') else s
+
+
 def write_csv(reader: pa.RecordBatchReader, out: IO[str]) -> int:
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(reader.schema.names)
+    out.write(",".join(csv_cell(name, True) for name in reader.schema.names) + "\n")
+    text = [
+        pa.types.is_string(_plain_type(f.type)) or pa.types.is_large_string(_plain_type(f.type)) for f in reader.schema
+    ]
     n = 0
     for row in rows(reader):
-        w.writerow([cell(v) for v in row.values()])
+        out.write(",".join(csv_cell(v, t) for v, t in zip(row.values(), text, strict=True)) + "\n")
         n += 1
     return n
+
+
+def _plain_type(t: pa.DataType) -> pa.DataType:
+    return t.value_type if pa.types.is_dictionary(t) else t
 
 
 def write_jsonl(reader: pa.RecordBatchReader, out: IO[str]) -> int:
     n = 0
     for row in rows(reader):
-        out.write(json.dumps(plain(row), ensure_ascii=False, allow_nan=False) + "\n")
+        out.write(json_safe(json.dumps(plain(row), ensure_ascii=False, allow_nan=False)) + "\n")
         n += 1
     return n
 
@@ -195,7 +219,7 @@ def write_json(reader: pa.RecordBatchReader, out: IO[str]) -> int:
     out.write("[")
     n = 0
     for row in rows(reader):
-        out.write(("," if n else "") + "\n  " + json.dumps(plain(row), ensure_ascii=False, allow_nan=False))
+        out.write(("," if n else "") + "\n  " + json_safe(json.dumps(plain(row), ensure_ascii=False, allow_nan=False)))
         n += 1
     out.write("\n]\n" if n else "]\n")
     return n

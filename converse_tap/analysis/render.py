@@ -11,7 +11,7 @@ import re
 import textwrap
 from typing import Any
 
-from ..textsafe import safe_line
+from ..textsafe import json_safe, safe_line
 from .charts import report_charts
 from .html_drill import CSS as drill_css
 from .html_drill import SCRIPT as drill_script
@@ -193,7 +193,7 @@ def to_markdown(report: dict[str, Any]) -> str:
 
 
 def to_json(report: dict[str, Any]) -> str:
-    return json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return json_safe(json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False)) + "\n"
 
 
 _CSS = """

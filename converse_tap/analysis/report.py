@@ -298,7 +298,7 @@ def _cards(cards: pd.DataFrame) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = list(r["tools"]) if r["tools"] is not None else []
         out.append(
             {
-                "agent": r["agent"],
+                "agent": _plainvalue(r["agent"]),
                 "source": str(r["source"]),
                 "name": _plainvalue(r["name"]),
                 "converse_declared": bool(r["converse_declared"]),
@@ -307,7 +307,7 @@ def _cards(cards: pd.DataFrame) -> list[dict[str, Any]]:
                 "tools_match_skills": _plainvalue(r["tools_match_skills"]),
             }
         )
-    return sorted(out, key=lambda c: (c["agent"], c["source"]))
+    return sorted(out, key=lambda c: (str(c["agent"] or ""), c["source"]))  # a tampered file may lack an agent
 
 
 def drill_down(engine: Engine, window: Window, n: int, transcripts: bool) -> dict[str, Any]:

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from ..a2a.redact import TextPolicy
-from ..store.files import SALT_FILE
+from ..store.files import SALT_FILE, read_small
 from ..textsafe import safe_line, safe_text
-from .drill import plain
+from .drill import plain, pylist
 from .engine import CONVERSATION_KEY, Engine
 
 TRANSCRIPT_SCHEMA = "converse-tap-transcript/1"
@@ -73,9 +73,9 @@ def close_matches(engine: Engine, conversation: str, n: int = 5) -> list[str]:
 
 
 def _hasher(root: str, mode: str) -> TextPolicy:
-    salt_path = Path(root) / SALT_FILE if root else None
-    salt = salt_path.read_bytes() if mode == "hash" and salt_path is not None and salt_path.is_file() else b""
-    return TextPolicy(mode, salt)
+    """The dataset's hash policy; OSError when its salt is not a salt (a FIFO, a huge file)."""
+    salt = read_small(Path(root) / SALT_FILE, "salt") if mode == "hash" and root else None
+    return TextPolicy(mode, salt or b"")
 
 
 def transcript(engine: Engine, conversation: str, text: str = "keep") -> dict[str, Any]:
@@ -97,7 +97,7 @@ def transcripts(engine: Engine, conversations: list[str], text: str = "keep") ->
         "SELECT * FROM replies WHERE conversation IN (SELECT unnest($1::VARCHAR[]))", params=[conversations]
     )
     replies: dict[tuple[str, str], dict[str, Any]] = {
-        (r["conversation"], r["reply_key"]): r for r in of_these.to_arrow_table().to_pylist()
+        (r["conversation"], r["reply_key"]): r for r in pylist(of_these.to_arrow_table())
     }
     policy = _hasher(engine.root, text)
     rows: dict[str, list[dict[str, Any]]] = {}

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .common import UsageError, _window, window_options
+from ..textsafe import json_safe
+from .common import UsageError, _skipped, _window, window_options
 from .guards import DATASET, Dataset, SafeError, check_dataset
 
 if TYPE_CHECKING:
@@ -29,9 +30,11 @@ def _open(dataset: Dataset, window: Window, memory_limit: str | None, facts: tup
 
     check_dataset(dataset)  # a directory a writer never wrote into is no dataset: no empty answer from it
     try:
-        return open_views(dataset, window, memory_limit or DEFAULT_MEMORY_LIMIT, facts)
+        engine = open_views(dataset, window, memory_limit or DEFAULT_MEMORY_LIMIT, facts)
     except (OSError, ValueError, duckdb.Error) as e:
         raise SafeError(f"cannot read the dataset {dataset}: {e}") from e
+    _skipped(engine.skipped, None)  # what the views leave out, as report says it
+    return engine
 
 
 @click.command("sql")
@@ -144,9 +147,12 @@ def show(dataset: Dataset, conversation: str, fmt: str, text: str, memory_limit:
                 hint = f'list them with: converse-tap sql {dataset} "SELECT * FROM conversations"'
                 raise UsageError(f"{e}\n{hint}") from None
             t = transcript(engine, unique[0], text)
+    except OSError as e:  # the dataset's salt is not one (show --text hash)
+        raise UsageError(f"cannot hash the text: {e}") from e
     finally:
         engine.close()
-    click.echo(json.dumps(t, indent=2, ensure_ascii=False) if fmt == "json" else transcript_text(t), nl=fmt == "json")
+    text = json_safe(json.dumps(t, indent=2, ensure_ascii=False)) if fmt == "json" else transcript_text(t)
+    click.echo(text, nl=fmt == "json")
 
 
 def check_examples(

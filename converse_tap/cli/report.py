@@ -15,16 +15,18 @@ from .guards import (
     MIN_OPTIONS,
     NOTHING_MEASURED,
     Dataset,
+    SafeError,
     UsageError,
     check_output,
     check_source,
+    read_error,
     write_output,
 )
 
 if TYPE_CHECKING:  # the analysis imports pandas: only the commands that need it load it
     pass
 from .base import cli
-from .common import _duration, _fmt, _load, _report, _skipped, _window, engine_options, window_options
+from .common import _duration, _fmt, _report, _skipped, _window, engine_options, window_options
 
 
 @cli.command()
@@ -282,14 +284,18 @@ def agents(dataset: Dataset, fmt: str) -> None:
         converse-tap agents data/ --format json
     """
 
-    from ..analysis.agents import agents_overview, agents_text
+    import duckdb
+
+    from ..analysis.agents import agents_text, dataset_overview
     from ..analysis.load import journal_notes
 
     window = _window((), None, None)
     check_source(dataset, window)
-    frames = _load(dataset, window)
-    _skipped(frames.skipped, None)
-    for note in journal_notes(frames.journals, dataset):
+    try:
+        overview, engine = dataset_overview(dataset)
+    except (OSError, ValueError, duckdb.Error) as e:
+        raise read_error(e, dataset, SafeError) from e
+    _skipped(engine.skipped, None)
+    for note in journal_notes(engine.journals, dataset):
         click.echo(safe_line(f"note: {note}"), err=True)
-    overview = agents_overview(frames)
     click.echo(json.dumps(overview, indent=2) if fmt == "json" else agents_text(overview), nl=fmt == "json")

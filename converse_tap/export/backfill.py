@@ -29,12 +29,20 @@ class BackfillResult:
     dropped: int
 
 
+# a span's times are unsigned 64-bit nanoseconds since 1970: a time outside (a tampered file, -infinity) is null
+_SPAN_MICROS = (0, (2**64 - 1) // 1000)
+
+
 def _pylist(table: pa.Table) -> list[dict[str, Any]]:
-    """Rows with timestamps as integer microseconds, as the writer hands them to the live export."""
+    """Rows with timestamps as integer microseconds, as the writer hands them to the live export; one a span cannot
+    carry is null (it costs that time, not the span and not the batch the span is sent in)."""
     columns = []
     for col in table.columns:
         if pa.types.is_timestamp(col.type):
             col = pc.cast(col, pa.timestamp("us", tz="UTC")).cast(pa.int64())
+            low, high = _SPAN_MICROS
+            inside = pc.and_(pc.greater_equal(col, low), pc.less_equal(col, high))
+            col = pc.if_else(inside, col, pa.scalar(None, pa.int64()))
         columns.append(col)
     return pa.table(columns, names=table.column_names).to_pylist()
 
@@ -81,7 +89,9 @@ def dataset_spans(
             for m in _pylist(found):
                 by_exchange.setdefault(m["exchange_id"], []).append(m)
             for row in rows:
-                messages = sorted(by_exchange.get(row["exchange_id"], []), key=lambda m: m["seq"])
+                messages = sorted(
+                    by_exchange.get(row["exchange_id"], []), key=lambda m: (m["seq"] is None, m["seq"] or 0)
+                )
                 yield build_span(row, messages, names.get(row["agent"]), None, text)
 
     return exchanges.num_rows, spans()

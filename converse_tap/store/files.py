@@ -33,6 +33,39 @@ class TextPolicyConflict(ValueError):
         )
 
 
+TEXT_POLICIES = ("keep", "hash", "drop")
+SMALL_FILE = 4096  # the most a salt or a text policy file holds (they hold 32 and 5 bytes)
+
+
+class TextPolicyUnreadable(TextPolicyConflict):
+    """The dataset's text policy file is not one a writer made: garbage, binary, huge, not a file."""
+
+    def __init__(self, root: str | Path, why: str) -> None:
+        self.root, self.dataset_policy, self.wanted = root, "?", "?"
+        ValueError.__init__(
+            self,
+            f"the text policy file {Path(root) / TEXT_POLICY_FILE} of the dataset {root} is {why}, where it should "
+            f"hold one of {', '.join(TEXT_POLICIES)}: write the policy the dataset was recorded under into it, or "
+            "use another dataset directory",
+        )
+
+
+def read_small(path: Path, what: str) -> bytes | None:
+    """A dataset's small file (salt, text policy), None when it does not exist. Raises OSError naming it when it
+    is not a regular file (a FIFO would block) or larger than any such file is."""
+    try:
+        fd = open_regular(path)
+    except FileNotFoundError:
+        return None
+    except ForeignJournal as e:
+        raise OSError(f"{path} is {e}, not the dataset's {what}") from None
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(SMALL_FILE + 1)
+    if len(data) > SMALL_FILE:
+        raise OSError(f"{path} holds more than {SMALL_FILE} bytes: it is not the dataset's {what}")
+    return data
+
+
 def make_dir(path: Path) -> None:
     """mkdir -p with owner-only permissions on every directory this creates."""
     missing = []
@@ -82,7 +115,7 @@ def dataset_salt(root: str | Path) -> bytes:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         for _ in range(50):  # another writer may be between create and write
-            data = path.read_bytes()
+            data = read_small(path, "salt")
             if data:
                 return data
             time.sleep(0.01)
@@ -109,9 +142,18 @@ def dataset_text_policy(root: str | Path) -> str | None:
         return (objstore.read_text(objstore.parse(str(root)), TEXT_POLICY_FILE) or "").strip() or None
     root = Path(root)
     try:
-        return (root / TEXT_POLICY_FILE).read_text(encoding="ascii").strip() or None
-    except FileNotFoundError:
+        data = read_small(root / TEXT_POLICY_FILE, "text policy")
+    except OSError as e:
+        raise TextPolicyUnreadable(root, f"unusable ({e})") from e
+    if data is None:
         return None
+    try:
+        policy = data.decode("ascii").strip()
+    except UnicodeDecodeError:
+        raise TextPolicyUnreadable(root, "not text") from None
+    if policy and policy not in TEXT_POLICIES:
+        raise TextPolicyUnreadable(root, f"{policy[:40]!r}")
+    return policy or None
 
 
 def claim_text_policy(root: str | Path, policy: str) -> None:

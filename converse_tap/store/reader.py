@@ -10,6 +10,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -38,20 +39,66 @@ def foreign_reason(path: str | Path, table: str, remote: objstore.Remote | None 
     is one)."""
     try:
         if remote is not None:
-            if remote.fs.get_file_info(str(path)).size == 0:
+            size = remote.fs.get_file_info(str(path)).size
+            if size == 0:
                 return "an empty file"
-            schema = pq.read_schema(str(path), filesystem=remote.fs)
+            with remote.fs.open_input_file(str(path)) as f:
+                too_big = _footer_too_big(f, size)
+                meta = None if too_big else pq.read_metadata(f)
         else:
             with os.fdopen(open_regular(Path(path)), "rb") as f:  # never a FIFO, device or symlink
-                if os.fstat(f.fileno()).st_size == 0:
+                size = os.fstat(f.fileno()).st_size
+                if size == 0:
                     return "an empty file"
-                schema = pq.read_schema(f)
+                too_big = _footer_too_big(f, size)
+                meta = None if too_big else pq.read_metadata(f)
+        if too_big or meta is None:
+            return too_big
+        schema = meta.schema.to_arrow_schema()
     except ForeignJournal as e:
         return str(e)
     except (OSError, pa.ArrowException):
         return "not a Parquet file"
     problem = schema_problem(schema, table)
-    return f"Parquet of {problem}" if problem is not None and problem.startswith("another") else problem
+    if problem is not None:
+        return f"Parquet of {problem}" if problem.startswith("another") else problem
+    return _coarse_times(meta, schema, table)
+
+
+MAX_FOOTER = 16 << 20  # a footer larger than this (thousands of row groups) is no file a writer of ours makes
+
+
+def _footer_too_big(f: Any, size: int) -> str | None:
+    """Why a Parquet file's footer is too large to read (its metadata alone would take more memory than a report
+    may: 85 MB of footer took 2.7 GB), from its last 8 bytes; None when it is not."""
+    if size < 12:
+        return None  # too short for Parquet: read_metadata says so
+    f.seek(size - 8)
+    tail = f.read(8)
+    length = int.from_bytes(tail[:4], "little")
+    if tail[4:] == b"PAR1" and length > MAX_FOOTER:
+        return f"a Parquet footer of {length >> 20} MiB (thousands of row groups), more than a reader may hold"
+    f.seek(0)
+    return None
+
+
+_MICROS = {"s": 1_000_000, "ms": 1_000}
+
+
+def _coarse_times(meta: pq.FileMetaData, schema: pa.Schema, table: str) -> str | None:
+    """Times in seconds or milliseconds become microseconds when read, which overflows beyond ±292,000 years: a file
+    with such times must show, in its statistics, that every value converts (one value would stop every reader)."""
+    columns = {meta.schema.column(i).name: i for i in range(meta.num_columns)}
+    for f in schema:
+        if not (pa.types.is_timestamp(f.type) and f.type.unit in _MICROS and f.name in TABLES[table].names):
+            continue
+        for g in range(meta.num_row_groups):
+            stats = meta.row_group(g).column(columns[f.name]).statistics
+            if stats is None or not stats.has_min_max:
+                return f"{f.name} in {f.type.unit} without the statistics to show it converts to microseconds"
+            if max(abs(stats.min_raw), abs(stats.max_raw)) * _MICROS[f.type.unit] > 2**63 - 1:
+                return f"{f.name} holds times beyond what microseconds can hold"
+    return None
 
 
 def table_files(root: str | Path, table: str, first_day: str | None = None, last_day: str | None = None) -> TableFiles:
@@ -231,10 +278,16 @@ def read_journals(root: str | Path) -> Journals:
     dataset on object storage: those in its default local journal folder, objstore.default_journal_dir)."""
     out = Journals()
     base = objstore.journal_root(root) / JOURNAL_DIR
+    if base.is_symlink():
+        out.foreign.append((str(base), "a symbolic link, not the dataset's journal directory"))
+        return out
     if not base.is_dir():
         return out
     for d in sorted(base.iterdir()):
         if d.is_symlink() or not d.is_dir():
+            continue
+        if not (d / "lock").is_file():  # a writer makes its lock first
+            out.foreign.append((str(d), "no lock file, not a writer's journal directory"))
             continue
         state = "live" if writer_alive(d) else "dead"
         got = 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -27,14 +26,20 @@ def recover(root: str | Path, journal_dir: Path | None = None, errors: list[str]
     recovered = dict.fromkeys(TABLES, 0)
     remote = objstore.is_remote(root)
     base = objstore.journal_root(root, journal_dir) / JOURNAL_DIR
+    if base.is_symlink():  # a writer makes a directory: a link may point anywhere, whose folders recovery removes
+        log.warning("converse-tap: skipped %s: a symbolic link, not the dataset's journal directory", base)
+        return recovered
     if not base.is_dir():
         return recovered
     for d in sorted(base.iterdir()):
         if d.is_symlink() or not d.is_dir():
             continue
         lock = d / "lock"
-        try:  # never a FIFO's open that waits for a writer, never through a symlink
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW, 0o600)
+        try:  # never a FIFO's open that waits for a writer, never through a symlink; a writer made the lock first
+            fd = os.open(lock, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            log.warning("converse-tap: skipped %s: no lock file, not a writer's journal directory; left in place", d)
+            continue
         except OSError as e:
             why = file_kind(lock.lstat().st_mode) if lock.exists() or lock.is_symlink() else e.strerror or str(e)
             log.warning("converse-tap: skipped %s: its lock cannot be opened (%s)", d, why)
@@ -66,8 +71,12 @@ def recover(root: str | Path, journal_dir: Path | None = None, errors: list[str]
                     recovered[table] += data.num_rows
                 for path in paths:
                     path.unlink()
-            if not kept:
-                shutil.rmtree(d, ignore_errors=True)
+            if not kept:  # only what a writer makes is removed: files of anyone else keep the directory
+                lock.unlink(missing_ok=True)
+                try:
+                    d.rmdir()
+                except OSError:
+                    log.warning("converse-tap: %s holds files that are not journals; it is left in place", d)
         finally:
             os.close(fd)
     return recovered

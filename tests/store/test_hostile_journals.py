@@ -104,7 +104,7 @@ def test_a_fifo_as_the_lock_blocks_neither_report_nor_recover(killed: Path, tmp_
     (d / "lock").unlink(missing_ok=True)
     os.mkfifo(d / "lock")
     code, err = _cli("report", str(root), "--format", "json", blocking_risk=True)
-    assert code == 0, err
+    assert code == 3 and f"warning: skipped {d}: no lock file" in err, err  # not a writer's: its rows are not read
     code, err = _cli("recover", str(root), blocking_risk=True)
     assert code == 0 and f"skipped {d}: its lock cannot be opened (a FIFO)" in err
 
@@ -119,3 +119,37 @@ def test_a_journal_of_an_earlier_version_is_recovered_with_null_new_columns(kill
     _stream(path, old)
     assert recover(root)["exchanges"] == 7
     assert load(root, "exchanges")["trace_id"].isna().all()
+
+
+def test_recover_never_removes_what_no_writer_made(
+    killed: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # `_journal` a symlink to somewhere else: recovery removed every folder there (a home directory, say)
+    victim = tmp_path / "victim"
+    (victim / "important").mkdir(parents=True)
+    (victim / "important" / "file.txt").write_text("precious")
+    root = tmp_path / "linked"
+    shutil.copytree(killed, root)
+    shutil.rmtree(root / "_journal")
+    (root / "_journal").symlink_to(victim, target_is_directory=True)
+    with caplog.at_level(logging.WARNING, "converse_tap"):
+        assert sum(recover(root).values()) == 0
+    assert (victim / "important" / "file.txt").read_text() == "precious"
+    assert f"skipped {root / '_journal'}: a symbolic link" in caplog.text
+    code, err = _cli("report", str(root), "--format", "json", blocking_risk=False)
+    assert code == 3 and f"warning: skipped {root / '_journal'}: a symbolic link" in err  # its rows were all there
+
+    # a folder without a writer's lock, and a dead writer's folder holding someone's file beside its journals
+    root = tmp_path / "data"
+    d = _dead_writer(killed, root)
+    (d / "notes.txt").write_text("mine")
+    stranger = root / "_journal" / "not-a-writer"
+    stranger.mkdir()
+    (stranger / "data.txt").write_text("mine too")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, "converse_tap"):
+        assert recover(root)["exchanges"] == 7
+    assert (d / "notes.txt").read_text() == "mine" and not list(d.glob("*.arrows"))
+    assert (stranger / "data.txt").read_text() == "mine too"
+    assert f"{d} holds files that are not journals; it is left in place" in caplog.text
+    assert f"skipped {stranger}: no lock file" in caplog.text
