@@ -27,6 +27,7 @@ from mitmproxy.io import compat, tnetstring
 
 from .a2a.exchange import HttpExchange
 from .addon.flows import DEFAULT_MAX_BODY, PREFIX, exchange_from_state
+from .capturefile import open_regular
 from .flowstate import BadRecord, checked
 
 _RELEASE = 4 * 1024 * 1024  # bytes of mapped file read between two releases of their pages
@@ -297,7 +298,7 @@ def read(
     offset, after the exchanges before it."""
     pos = position if position is not None else Position()
     pos.offset = start
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         stop_at = size if end is None else min(end, size)
         if start >= stop_at:
@@ -363,7 +364,7 @@ def _why(e: Exception) -> str:
 def ids(path: Path, start: int = 0, end: int | None = None) -> Iterator[str]:
     """The flow ids of the records in bytes [start, end), as fast as the file allows: mitmproxy writes a flow's
     `id` after all its other values but `type` and `version`, so it is the last `2:id;` key of a record."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         stop_at = size if end is None else min(end, size)
         if start >= stop_at:

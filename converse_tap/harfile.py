@@ -26,6 +26,7 @@ from mitmproxy.io import har
 
 from .a2a.exchange import HttpExchange
 from .addon.flows import DEFAULT_MAX_BODY, PREFIX, exchange_from_flow
+from .capturefile import open_regular
 
 CHUNK = 1 << 20
 MAX_ENTRY = 32 << 20  # characters of a HAR entry (bodies included) held and parsed; a larger entry is passed over
@@ -194,7 +195,7 @@ class _Text:
 def entries(path: Path, pos: HarPosition | None = None) -> Iterator[dict[str, Any]]:
     """The entries of `log.entries`, in order; HarError where the file stops being a readable HAR."""
     pos = pos if pos is not None else HarPosition()
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         t = _Text(f, pos)
         t.expect("{")
         found = False

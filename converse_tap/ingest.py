@@ -25,7 +25,7 @@ from .a2a.exchange import HttpExchange
 from .a2a.extract import Extraction, extract
 from .a2a.redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy
 from .addon.flows import DEFAULT_MAX_BODY
-from .ingest_plan import NOT_A_CAPTURE, PART_BYTES, IngestError, Part, kind, plan, split_flow_file
+from .ingest_plan import EMPTY, NOT_A_CAPTURE, PART_BYTES, IngestError, Part, kind, plan, split_flow_file
 from .nopandas import keep_pandas_out
 from .seen import SeenIds, dataset_ids, digest
 from .store.files import read_journal
@@ -54,9 +54,10 @@ class IngestResult:
     write_error: str | None = None  # why writing stopped
     interrupted: bool = False
     parquet_files: int = 0
+    empty: list[Path] = field(default_factory=list)  # input files of no bytes
 
 
-__all__ = ["NOT_A_CAPTURE", "IngestError", "IngestResult", "Part", "ingest", "kind", "plan", "split_flow_file"]
+__all__ = ["EMPTY", "NOT_A_CAPTURE", "IngestError", "IngestResult", "Part", "ingest", "kind", "plan", "split_flow_file"]
 
 
 class _Writer(DatasetWriter):
@@ -318,7 +319,8 @@ def ingest(
             kinds[p] = kind(p)
         except IngestError as e:
             result.errors.append(e)
-    readable = [p for p in paths if p in kinds]
+    result.empty = [p for p in paths if kinds.get(p) == "empty"]
+    readable = [p for p in paths if p in kinds and kinds[p] != "empty"]
     if not readable:
         return result
     total = sum(p.stat().st_size for p in readable)

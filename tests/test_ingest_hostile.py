@@ -268,3 +268,73 @@ def test_a_large_entry_keeps_the_id_it_always_had() -> None:
 
     entry = _har_entry("é ☃ \U0001f600 \udcff")
     assert harfile.entry_id(entry, size=harfile.LARGE + 1) == harfile.entry_id(entry)
+
+
+# The inputs themselves
+
+
+def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "converse_tap", "ingest", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero", "/dev/null"])
+def test_a_fifo_or_a_device_is_refused_at_once_and_nothing_created(tmp_path: Path, special: str) -> None:
+    import os
+
+    path = tmp_path / "capture.mitm"
+    if special == "fifo":
+        os.mkfifo(path)  # no writer: opening it for reading blocked forever
+    else:
+        path = Path(special)
+    proc = _cli(str(path), "--out", str(tmp_path / "out"), timeout=30)
+    assert proc.returncode == 2, proc.stderr
+    what = "a FIFO" if special == "fifo" else "a character device"
+    assert f"Error: {path}: byte 0: {what}, not a capture file" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_fifo_among_captures_is_named_and_the_rest_ingested(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    os.mkfifo(tmp_path / "fifo")
+    good = _state()
+    path = _file(tmp_path / "x.mitm", good)
+    unblock = threading.Timer(20, lambda: open(tmp_path / "fifo", "wb").close())  # a reader that blocked: freed
+    unblock.daemon = True
+    unblock.start()
+    try:
+        result = ingest([tmp_path / "fifo", path], tmp_path / "out", TextPolicy())
+    finally:
+        unblock.cancel()
+    assert result.exchanges == 1
+    (err,) = result.errors
+    assert err.path == tmp_path / "fifo" and "a FIFO" in err.reason
+
+
+def test_an_empty_input_is_never_success(tmp_path: Path) -> None:
+    (tmp_path / "empty.mitm").write_bytes(b"")
+    proc = _cli(str(tmp_path / "empty.mitm"), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2, proc.stderr
+    assert "empty.mitm: byte 0: an empty file: nothing to ingest" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+    tcp_only = _file(tmp_path / "tcp.mitm", tflow.ttcpflow().get_state(), tflow.tdnsflow().get_state())
+    proc = _cli(str(tcp_only), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2, proc.stderr
+    assert "no HTTP exchange in the input" in proc.stderr and "Traceback" not in proc.stderr
+
+    good = _file(tmp_path / "x.mitm", _state())  # an empty file beside a capture: said, not an error
+    proc = _cli(str(tmp_path / "empty.mitm"), str(good), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr
+    assert "Warning: " + str(tmp_path / "empty.mitm") + ": an empty file" in proc.stderr
+    assert "ingested 1 flows from 1 file(s)" in proc.stderr
+
+
+def test_a_directory_or_a_symlink_loop_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    for arg in (str(tmp_path), str(tmp_path / "loop")):
+        proc = _cli(arg, "--out", str(tmp_path / "out"))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert "Invalid value for 'FILES...'" in proc.stderr
