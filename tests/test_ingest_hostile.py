@@ -338,3 +338,30 @@ def test_a_directory_or_a_symlink_loop_is_a_usage_error(tmp_path: Path) -> None:
         proc = _cli(arg, "--out", str(tmp_path / "out"))
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert "Invalid value for 'FILES...'" in proc.stderr
+
+
+# Parallel ingest
+
+
+def test_a_worker_that_dies_is_reported_and_its_neighbours_rows_kept(tmp_path: Path) -> None:
+    from converse_tap.a2a.redact import Redaction
+    from tests.worker_death import DiesOnUrl
+
+    def flows(n: int, bad: int | None = None) -> list[dict[str, Any]]:
+        return [_state(**({"request__host": "die.test"} if i == bad else {})) for i in range(n)]
+
+    good, doomed = flows(40), flows(40, bad=20)
+    a, b = _file(tmp_path / "a.mitm", *good), _file(tmp_path / "b.mitm", *doomed)
+    result = ingest(
+        [a, b],
+        tmp_path / "out",
+        TextPolicy(),
+        jobs=2,
+        part_bytes=1,
+        redaction=Redaction((DiesOnUrl(),)),  # type: ignore[arg-type]
+    )
+    assert result.exchanges == 40  # the neighbour's share, whole
+    assert {row for row in load(tmp_path / "out", "exchanges")["exchange_id"]} >= {s["id"] for s in good}
+    (err,) = [e for e in result.errors if e.path == b]
+    assert err.position.startswith("bytes ") and "died (killed, or out of memory)" in err.reason
+    assert f"converse-tap recover {tmp_path / 'out'}" in err.reason
