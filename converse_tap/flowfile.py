@@ -34,6 +34,8 @@ _RELEASE = 4 * 1024 * 1024  # bytes of mapped file read between two releases of 
 _BYTES, _STR, _INT, _FLOAT, _BOOL, _NULL, _LIST, _DICT = b",;#^!~]}"
 _PAGE = mmap.ALLOCATIONGRANULARITY
 _KEY_TAGS = (_STR, _BYTES)
+_TAGS = frozenset(b",;#^!~]}")
+_RESYNC_BUDGET = 4_000_000  # colons examined to find the record after damage; past it, the rest is reported damaged
 MAX_SCALAR = 1024 * 1024  # bytes of a field that is not a body or a header list (a path, a timestamp, an error)
 MAX_HEADERS = 10_000  # header fields of one request or response
 MAX_WHOLE = 64 * 1024 * 1024  # a record of an older format is parsed whole: above this, it is not read
@@ -319,11 +321,18 @@ def _records(
         offset = pos.offset
         try:
             start, stop, tag = _head(mm, offset, size)
+            if tag not in _TAGS:
+                raise _Bad(f"a record ending in {bytes([tag])!r}, not a type tag")
         except (_Bad, ValueError) as e:
-            raise Damaged(offset, f"{e}; the file looks truncated or corrupt") from e
-        if tag != _DICT:
-            raise Damaged(offset, f"a record of type {chr(tag)!r}, not a flow")
+            resume = _resync(mm, offset, size) if skipped is not None else None
+            if resume is None or skipped is None:
+                raise Damaged(offset, f"{e}; the file looks truncated or corrupt") from e
+            skipped(offset, f"{e}: bytes {offset}-{resume} are not records; reading resumed at the next record")
+            pos.offset = resume
+            continue
         try:
+            if tag != _DICT:
+                raise _Bad(f"a record of type {chr(tag)!r}, not a flow")
             exchange = _exchange(mm, start, stop, tag, max_body)
         except Exception as e:  # the record's own content, whatever it provokes (mitmproxy's migration too)
             exchange = None
@@ -338,6 +347,42 @@ def _records(
             released = upto
         if exchange is not None:
             yield exchange
+
+
+def _resync(mm: mmap.mmap, offset: int, size: int) -> int | None:
+    """Where the next whole flow record starts after damage at `offset`: mitmproxy ends every record with its
+    `version` (`7:version;2:21#}`); from such an ending, the record's start is the one length prefix before it that
+    announces exactly that length. None when no whole record follows."""
+    at = offset
+    budget = [_RESYNC_BUDGET]  # colons looked at, in all: a file of crafted endings cannot make this quadratic
+    while (v := mm.find(b"7:version;", at + 1, size)) >= 0 and budget[0] > 0:
+        at = v
+        try:
+            _vs, ve, vt = _head(mm, v + 10, size)
+            if vt != _INT or mm[ve + 1] != _DICT:
+                continue
+        except (_Bad, ValueError, IndexError):
+            continue
+        begin = _start_of(mm, offset, ve + 1, budget)
+        if begin is not None:
+            return begin
+    return None
+
+
+def _start_of(mm: mmap.mmap, after: int, end: int, budget: list[int]) -> int | None:
+    """The start (> `after`) of the value whose tag is at `end`: a `<digits>:` whose number is the bytes between."""
+    colon = end
+    while (colon := mm.rfind(b":", after + 1, colon)) > after:
+        budget[0] -= 1
+        if budget[0] <= 0:
+            return None
+        run = colon
+        while run > after + 1 and run > colon - 20 and mm[run - 1 : run].isdigit():
+            run -= 1
+        for k in range(colon - run, 0, -1):  # the digits, maybe preceded by others: the longest that fits
+            if int(mm[colon - k : colon]) == end - colon - 1 and colon - k > after:
+                return colon - k
+    return None
 
 
 def _exchange(mm: mmap.mmap, start: int, stop: int, tag: int, max_body: int) -> HttpExchange | None:

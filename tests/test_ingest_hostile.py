@@ -365,3 +365,61 @@ def test_a_worker_that_dies_is_reported_and_its_neighbours_rows_kept(tmp_path: P
     (err,) = [e for e in result.errors if e.path == b]
     assert err.position.startswith("bytes ") and "died (killed, or out of memory)" in err.reason
     assert f"converse-tap recover {tmp_path / 'out'}" in err.reason
+
+
+# Damage to the records' framing
+
+
+def test_a_corrupt_record_in_the_middle_costs_only_itself(tmp_path: Path) -> None:
+    states = [_state() for _ in range(5)]
+    records = [tnetstring.dumps(s) for s in states]
+    broken = b"9" + records[1][1:]  # its length prefix now points past its end
+    garbage = b"\x00garbage\xff" * 50  # bytes between two records
+    listed = tnetstring.dumps([1, 2])  # a valid tnetstring, not a flow
+    path = _file(tmp_path / "x.mitm", records[0], broken, records[2], garbage, records[3], listed, records[4])
+    result = ingest([path], tmp_path / "out", TextPolicy())
+    got = set(load(tmp_path / "out", "exchanges")["exchange_id"])
+    assert got == {states[i]["id"] for i in (0, 2, 3, 4)}
+    first, second, third = result.errors
+    assert (
+        first.position.startswith(f"byte {len(records[0])} ") and "reading resumed at the next record" in first.reason
+    )
+    assert f"bytes {len(records[0])}-{len(records[0]) + len(broken)} are not records" in first.reason
+    assert "reading resumed" in second.reason and "a record of type ']', not a flow" in third.reason
+
+
+def test_a_flow_file_cut_at_any_byte_keeps_every_record_before_the_cut(tmp_path: Path) -> None:
+    from converse_tap import flowfile
+
+    records = [tnetstring.dumps(_state()) for _ in range(3)]
+    data = b"".join(records)
+    ends = [sum(map(len, records[: i + 1])) for i in range(3)]
+    path = tmp_path / "cut.mitm"
+    near = {c for end in ends for c in range(end - 48, end + 48)}  # every byte around each record's end
+    for cut in sorted(near | set(range(1, len(data), 13))):
+        if not 0 < cut < len(data):
+            continue
+        path.write_bytes(data[:cut])
+        got: list[str] = []
+        bad: list[int] = []
+        try:
+            for ex in flowfile.read(path, skipped=lambda o, r, bad=bad: bad.append(o)):  # type: ignore[misc]
+                got.append(ex.id)
+        except flowfile.Damaged as e:
+            bad.append(e.offset)
+        whole = sum(1 for end in ends if end <= cut)
+        assert len(got) == whole, cut  # every whole record before the cut, nothing invented after it
+        assert bad == ([] if cut in ends else [ends[whole - 1] if whole else 0]), cut
+
+
+def test_crafted_record_endings_cannot_make_the_search_for_the_next_record_quadratic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from converse_tap import flowfile
+
+    monkeypatch.setattr(flowfile, "_RESYNC_BUDGET", 20_000)
+    path = tmp_path / "x.mitm"
+    path.write_bytes(b"x" + b"1:a,7:version;2:21#}" * 200_000)  # endings of records that never started
+    with pytest.raises(flowfile.Damaged) as caught:
+        list(flowfile.read(path, skipped=lambda o, r: None))
+    assert caught.value.offset == 0 and "truncated or corrupt" in caught.value.reason
