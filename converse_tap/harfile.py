@@ -63,12 +63,34 @@ class HarPosition:
     size: int = 0  # characters of the last entry
 
 
+_BOMS: tuple[tuple[bytes, str], ...] = (
+    (codecs.BOM_UTF32_LE, "utf-32"),  # first: its mark begins with UTF-16 LE's
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def encoding_of(head: bytes) -> str:
+    """The text encoding a HAR's first bytes announce: UTF-16 or UTF-32 by their byte-order mark, else UTF-8."""
+    for bom, name in _BOMS:
+        if head.startswith(bom):
+            return name
+    return "utf-8-sig"
+
+
+def _encoding(f: Any) -> str:
+    head = f.read(4)
+    f.seek(0)
+    return encoding_of(head)
+
+
 class _Text:
     """The file's text, decoded as it is read, with a cursor; consumed text is dropped but lines are counted."""
 
     def __init__(self, f: Any, pos: HarPosition) -> None:
         self.f, self.pos = f, pos
-        self.decoder = codecs.getincrementaldecoder("utf-8-sig")()
+        self.decoder = codecs.getincrementaldecoder(_encoding(f))("surrogateescape")  # a byte no text: its entry
         self.buf = ""
         self.i = 0
         self.eof = False

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .capturefile import NotRegular, open_regular
+from .harfile import encoding_of
 
 NOT_A_CAPTURE = "not a mitmproxy flow file or HAR"
 PART_BYTES = 8 * 1024 * 1024  # below this much input, ingest stays in one process
@@ -53,8 +54,8 @@ def kind(path: Path) -> str:
         raise IngestError(path, "byte 0", f"cannot read it ({e.strerror or e})") from e
     if not head:
         return "empty"
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if text.startswith(b"{"):
+    text = head.decode(encoding_of(head), "replace").lstrip("\ufeff \t\r\n")
+    if text.startswith("{"):
         return "har"
     colon = head.find(b":")
     if 0 < colon <= 20 and head[:colon].isdigit():

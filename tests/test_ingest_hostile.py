@@ -3,6 +3,7 @@ themselves, are named with their position and reason, and never crash, hang or g
 
 from __future__ import annotations
 
+import codecs
 import copy
 import json
 import subprocess
@@ -423,3 +424,24 @@ def test_crafted_record_endings_cannot_make_the_search_for_the_next_record_quadr
     with pytest.raises(flowfile.Damaged) as caught:
         list(flowfile.read(path, skipped=lambda o, r: None))
     assert caught.value.offset == 0 and "truncated or corrupt" in caught.value.reason
+
+
+def test_bytes_that_are_not_utf8_cost_at_most_their_entry(tmp_path: Path) -> None:
+    one, two, odd = _har_entry("one"), _har_entry("two"), _har_entry("odd")
+    odd["response"]["content"]["text"] = "BODY-MARK"
+    odd["request"]["headers"].append({"name": "X-Odd", "value": "HEADER-MARK"})
+    text = '{"log": {"entries": [' + ", ".join(json.dumps(e) for e in (one, odd, two)) + "]}}"
+    raw = text.encode().replace(b"BODY-MARK", b"\xff\xfe body").replace(b"HEADER-MARK", b"\xc3")
+    (tmp_path / "x.har").write_bytes(raw)
+    result = ingest([tmp_path / "x.har"], tmp_path / "out", TextPolicy())
+    assert result.exchanges + result.skipped == 3 and result.exchanges >= 2  # "one" and "two", whatever "odd" costs
+    assert all(e.position == "log.entries[1]" for e in result.errors)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32", "utf-8-sig"])
+def test_a_har_in_utf16_or_utf32_with_its_byte_order_mark_is_read(tmp_path: Path, encoding: str) -> None:
+    text = '{"log": {"entries": [' + json.dumps(_har_entry("é ☃"), ensure_ascii=False) + "]}}"
+    bom = codecs.BOM_UTF16_BE if encoding == "utf-16-be" else b""
+    (tmp_path / "x.har").write_bytes(bom + text.encode(encoding))
+    result = ingest([tmp_path / "x.har"], tmp_path / "out", TextPolicy())
+    assert (result.exchanges, result.errors) == (1, [])
