@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from . import flowfile, gcpolicy, harfile, mempolicy
+from . import flowfile, flowids, gcpolicy, harfile, mempolicy
 from .a2a.exchange import HttpExchange
 from .a2a.extract import Extraction, extract
 from .a2a.redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy
@@ -135,7 +135,7 @@ class _Run:
         self.result = share.result
         self.seen = SeenIds(share.known)
         for part in share.before:
-            for fid in flowfile.ids(part.path, part.start, part.end):
+            for fid in flowids.ids(part.path, part.start, part.end):
                 self.seen.add(digest(fid))
         self.writer: _Writer | None = None
         self.done_bytes = 0  # of parts finished
