@@ -30,6 +30,7 @@ from .capturefile import open_regular
 
 CHUNK = 1 << 20
 MAX_ENTRY = 32 << 20  # characters of a HAR entry (bodies included) held and parsed; a larger entry is passed over
+MAX_CONTAINERS = 1_000_000  # '{' and '[' in a value read across chunks (in its strings too): past it, not parsed
 _SPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 _MAX_TS = 253_402_300_799.0  # 9999-12-31T23:59:59Z
@@ -44,6 +45,7 @@ class Unreadable:
 
 _IN_STRING = re.compile(r'["\\]')
 _OUTSIDE = re.compile(r'["\[\]{}]|[^"\[\]{}\s,:]+')
+_FLAT = re.compile(r'(?:[^"\[\]{}]++|\[[^"\[\]{}]*+\]|\{[^"\[\]{}]*+\})*+')
 _BARE = re.compile(r'[^"\[\]{}\s,:]*')
 
 
@@ -148,11 +150,17 @@ class _Text:
                 doc, end = _DECODER.raw_decode(self.buf, self.i)
             except json.JSONDecodeError as e:
                 cut = e.pos >= len(self.buf) - 1 or e.msg.startswith("Unterminated string")
-                if cut and len(self.buf) - self.i > MAX_ENTRY:
-                    return self.skip(f"larger than {MAX_ENTRY >> 20} MiB")
-                if cut and self.more():  # a large value: read on in larger steps, never far past MAX_ENTRY
-                    self.want = max(CHUNK, min(self.want * 2, 64 * CHUNK, MAX_ENTRY + 1 - (len(self.buf) - self.i)))
-                    continue
+                if cut:  # a large value: read on in larger steps, never far past MAX_ENTRY or MAX_CONTAINERS
+                    held = len(self.buf) - self.i
+                    if held > MAX_ENTRY:
+                        return self.skip(f"larger than {MAX_ENTRY >> 20} MiB")
+                    containers = self.buf.count("{", self.i) + self.buf.count("[", self.i)
+                    if containers > MAX_CONTAINERS:
+                        return self.skip(f"more than {MAX_CONTAINERS:,} objects and arrays")  # each some 60 bytes
+                    room = min(MAX_ENTRY + 1 - held, 2 * (MAX_CONTAINERS - containers))  # a container takes 2 chars
+                    self.want = max(CHUNK, min(self.want * 2, 64 * CHUNK, room))
+                    if self.more():
+                        continue
                 raise self.error(e.msg, e.pos) from e
             except RecursionError:
                 return self.skip("nested deeper than the JSON parser allows")
@@ -174,6 +182,8 @@ class _Text:
         self.want = CHUNK
         depth, in_string = 0, False
         while True:
+            if depth > 0 and not in_string:  # text and flat arrays or objects: passed in one step
+                self.i = _FLAT.match(self.buf, self.i).end()  # type: ignore[union-attr]
             m = (_IN_STRING if in_string else _OUTSIDE).search(self.buf, self.i)
             if m is None:
                 self.i = len(self.buf)

@@ -445,3 +445,19 @@ def test_a_har_in_utf16_or_utf32_with_its_byte_order_mark_is_read(tmp_path: Path
     (tmp_path / "x.har").write_bytes(bom + text.encode(encoding))
     result = ingest([tmp_path / "x.har"], tmp_path / "out", TextPolicy())
     assert (result.exchanges, result.errors) == (1, [])
+
+
+def test_an_entry_of_millions_of_empty_arrays_is_not_parsed_into_memory(tmp_path: Path) -> None:
+    """30 MiB of `[],` is within the entry limit but parsed into 11 million lists: 814 MiB. Past a million
+    objects and arrays the entry is passed over unparsed (such a file peaked at 203 MiB)."""
+    from converse_tap import harfile
+
+    def with_comment(name: str, arrays: int) -> str:
+        entry = _har_entry(name)
+        entry["comment"] = "@@"
+        return json.dumps(entry).replace('"@@"', "[" + "[]," * arrays + "0]")
+
+    path = _har(tmp_path / "x.har", with_comment("bomb", 2_000_000), with_comment("fine", 900_000))
+    entries = list(harfile.entries(path))
+    assert entries[0] == harfile.Unreadable(f"more than {harfile.MAX_CONTAINERS:,} objects and arrays")
+    assert isinstance(entries[1], dict) and len(entries[1]["comment"]) == 900_001
