@@ -37,6 +37,8 @@ _TAGS = frozenset(b",;#^!~]}")
 _RESYNC_BUDGET = 4_000_000  # colons examined to find the record after damage; past it, the rest is reported damaged
 MAX_SCALAR = 1024 * 1024  # bytes of a field that is not a body or a header list (a path, a timestamp, an error)
 MAX_HEADERS = 10_000  # header fields of one request or response
+MAX_KEYS = 4096  # keys of one dict read by the fast reader (a flow's state has about 20)
+MAX_WHOLE_CONTAINERS = 1_000_000  # lists and dicts of an older-format record (counted as `]` and `}` bytes)
 MAX_WHOLE = 64 * 1024 * 1024  # a record of an older format is parsed whole: above this, it is not read
 
 Skipped = Callable[[int, str], None]  # (byte offset, why): a record that cannot be read, the next one is
@@ -96,6 +98,8 @@ def _fields(buf: Any, start: int, stop: int, until: bytes | None = None) -> dict
         pos = ve + 1
         if key == until:
             break
+        if len(out) > MAX_KEYS:
+            raise _Bad(f"a dict of more than {MAX_KEYS} keys")
     return out
 
 
@@ -267,7 +271,11 @@ def _whole(buf: Any, start: int, stop: int, tag: int) -> dict[str, Any]:
     """A record of an older format: parsed whole and migrated, as mitmproxy's FlowReader does."""
     if stop - start > MAX_WHOLE:
         raise _Bad(f"a record of another flow format larger than {MAX_WHOLE >> 20} MiB is not migrated")
-    state = tnetstring.parse(tag, memoryview(buf)[start:stop])
+    raw = buf[start:stop]  # the parser copies it anyway
+    if raw.count(b"]") + raw.count(b"}") > MAX_WHOLE_CONTAINERS:
+        raise _Bad(f"a record of another flow format of more than {MAX_WHOLE_CONTAINERS:,} lists and dicts")
+    state = tnetstring.parse(tag, memoryview(raw))
+    del raw
     if not isinstance(state, dict):
         raise _Bad(f"a {type(state).__name__}, not a flow")
     if "version" not in state:

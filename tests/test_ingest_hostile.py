@@ -461,3 +461,18 @@ def test_an_entry_of_millions_of_empty_arrays_is_not_parsed_into_memory(tmp_path
     entries = list(harfile.entries(path))
     assert entries[0] == harfile.Unreadable(f"more than {harfile.MAX_CONTAINERS:,} objects and arrays")
     assert isinstance(entries[1], dict) and len(entries[1]["comment"]) == 900_001
+
+
+def test_records_of_millions_of_keys_or_lists_cost_only_themselves(tmp_path: Path) -> None:
+    """A dict of a million distinct keys (7 MB) was read into a dict of a million entries (10,000 here); an
+    older-format record of a million empty lists (3 MB) was parsed whole into them: memory bombs of 30 times their
+    size."""
+    many_keys = _state()
+    many_keys["request"] = Raw(_dumps({f"k{i}": Raw(b"0:~") for i in range(10_000)}))
+    many_lists = {**_state(version=18), "extra": Raw(b"%d:" % (3 * 1_100_000) + b"0:]" * 1_100_000 + b"]")}
+    good = _state()
+    path = _file(tmp_path / "x.mitm", _dumps(many_keys), _dumps(many_lists), good)
+    result = ingest([path], tmp_path / "out", TextPolicy())
+    assert (result.exchanges, result.skipped) == (1, 2)
+    assert "a dict of more than 4096 keys" in result.errors[0].reason
+    assert "more than 1,000,000 lists and dicts" in result.errors[1].reason
