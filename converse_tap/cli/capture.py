@@ -217,8 +217,8 @@ def ingest(
     \b
     Example:
         converse-tap ingest capture.mitm browser.har --out data/
-    A damaged file is reported with its position; what came before the damage is kept (exit 1). Exchanges
-    already in the dataset are skipped. A progress bar shows on a terminal.
+    An unreadable record, entry or damaged stretch is named with its file and position and costs only itself;
+    the rest is kept (exit 1). Exchanges already in the dataset are skipped. A progress bar shows on a terminal.
     """
     from ..a2a.redact import Redaction
     from ..ingest import EMPTY, NOT_A_CAPTURE, IngestError, kind
