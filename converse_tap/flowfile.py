@@ -307,25 +307,27 @@ def read(
     offset, after the exchanges before it."""
     pos = position if position is not None else Position()
     pos.offset = start
-    with open_regular(path) as f:
+    with open_regular(path) as f:  # kept open: its size is watched
         size = os.fstat(f.fileno()).st_size
         stop_at = size if end is None else min(end, size)
         if start >= stop_at:
             return
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    try:
-        yield from _records(mm, pos, stop_at, max_body, skipped)
-    finally:
-        mm.close()
+        try:
+            yield from _records(mm, pos, stop_at, max_body, skipped, f.fileno())
+        finally:
+            mm.close()
 
 
 def _records(
-    mm: mmap.mmap, pos: Position, stop_at: int, max_body: int, skipped: Skipped | None
+    mm: mmap.mmap, pos: Position, stop_at: int, max_body: int, skipped: Skipped | None, fd: int
 ) -> Iterator[HttpExchange]:
     released = pos.offset - pos.offset % _PAGE
     size = len(mm)
     while pos.offset < stop_at:
         offset = pos.offset
+        if os.fstat(fd).st_size < size:  # pages past a new end would kill the process (SIGBUS): stop before them
+            raise Damaged(offset, f"the file shrank below {size} bytes while it was read; ingest it again once whole")
         try:
             start, stop, tag = _head(mm, offset, size)
             if tag not in _TAGS:

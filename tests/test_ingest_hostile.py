@@ -476,3 +476,19 @@ def test_records_of_millions_of_keys_or_lists_cost_only_themselves(tmp_path: Pat
     assert (result.exchanges, result.skipped) == (1, 2)
     assert "a dict of more than 4096 keys" in result.errors[0].reason
     assert "more than 1,000,000 lists and dicts" in result.errors[1].reason
+
+
+def test_a_flow_file_that_shrinks_between_two_records_is_reported_not_a_bus_error(tmp_path: Path) -> None:
+    """The file is memory-mapped: reading a page past its new end killed the process with SIGBUS."""
+    import os
+
+    from converse_tap import flowfile
+
+    path = _file(tmp_path / "x.mitm", *[_state() for _ in range(200)])
+    size = path.stat().st_size
+    reader = flowfile.read(path)
+    next(reader)
+    os.truncate(path, 4096)  # as a log rotation or a second writer would
+    with pytest.raises(flowfile.Damaged) as caught:
+        list(reader)
+    assert f"the file shrank below {size} bytes while it was read" in caught.value.reason
