@@ -14,7 +14,6 @@ fields it reads: `tests/test_ingest_exact.py` holds the two paths to the same ro
 
 from __future__ import annotations
 
-import contextlib
 import mmap
 import os
 from collections.abc import Callable, Iterator
@@ -27,14 +26,19 @@ from mitmproxy.io import compat, tnetstring
 
 from .a2a.exchange import HttpExchange
 from .addon.flows import DEFAULT_MAX_BODY, PREFIX, exchange_from_state
+from .capturefile import open_regular
 from .flowstate import BadRecord, checked
 
 _RELEASE = 4 * 1024 * 1024  # bytes of mapped file read between two releases of their pages
 _BYTES, _STR, _INT, _FLOAT, _BOOL, _NULL, _LIST, _DICT = b",;#^!~]}"
 _PAGE = mmap.ALLOCATIONGRANULARITY
 _KEY_TAGS = (_STR, _BYTES)
+_TAGS = frozenset(b",;#^!~]}")
+_RESYNC_BUDGET = 4_000_000  # colons examined to find the record after damage; past it, the rest is reported damaged
 MAX_SCALAR = 1024 * 1024  # bytes of a field that is not a body or a header list (a path, a timestamp, an error)
 MAX_HEADERS = 10_000  # header fields of one request or response
+MAX_KEYS = 4096  # keys of one dict read by the fast reader (a flow's state has about 20)
+MAX_WHOLE_CONTAINERS = 1_000_000  # lists and dicts of an older-format record (counted as `]` and `}` bytes)
 MAX_WHOLE = 64 * 1024 * 1024  # a record of an older format is parsed whole: above this, it is not read
 
 Skipped = Callable[[int, str], None]  # (byte offset, why): a record that cannot be read, the next one is
@@ -94,6 +98,8 @@ def _fields(buf: Any, start: int, stop: int, until: bytes | None = None) -> dict
         pos = ve + 1
         if key == until:
             break
+        if len(out) > MAX_KEYS:
+            raise _Bad(f"a dict of more than {MAX_KEYS} keys")
     return out
 
 
@@ -265,7 +271,11 @@ def _whole(buf: Any, start: int, stop: int, tag: int) -> dict[str, Any]:
     """A record of an older format: parsed whole and migrated, as mitmproxy's FlowReader does."""
     if stop - start > MAX_WHOLE:
         raise _Bad(f"a record of another flow format larger than {MAX_WHOLE >> 20} MiB is not migrated")
-    state = tnetstring.parse(tag, memoryview(buf)[start:stop])
+    raw = buf[start:stop]  # the parser copies it anyway
+    if raw.count(b"]") + raw.count(b"}") > MAX_WHOLE_CONTAINERS:
+        raise _Bad(f"a record of another flow format of more than {MAX_WHOLE_CONTAINERS:,} lists and dicts")
+    state = tnetstring.parse(tag, memoryview(raw))
+    del raw
     if not isinstance(state, dict):
         raise _Bad(f"a {type(state).__name__}, not a flow")
     if "version" not in state:
@@ -297,32 +307,41 @@ def read(
     offset, after the exchanges before it."""
     pos = position if position is not None else Position()
     pos.offset = start
-    with open(path, "rb") as f:
+    with open_regular(path) as f:  # kept open: its size is watched
         size = os.fstat(f.fileno()).st_size
         stop_at = size if end is None else min(end, size)
         if start >= stop_at:
             return
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    try:
-        yield from _records(mm, pos, stop_at, max_body, skipped)
-    finally:
-        mm.close()
+        try:
+            yield from _records(mm, pos, stop_at, max_body, skipped, f.fileno())
+        finally:
+            mm.close()
 
 
 def _records(
-    mm: mmap.mmap, pos: Position, stop_at: int, max_body: int, skipped: Skipped | None
+    mm: mmap.mmap, pos: Position, stop_at: int, max_body: int, skipped: Skipped | None, fd: int
 ) -> Iterator[HttpExchange]:
     released = pos.offset - pos.offset % _PAGE
     size = len(mm)
     while pos.offset < stop_at:
         offset = pos.offset
+        if os.fstat(fd).st_size < size:  # pages past a new end would kill the process (SIGBUS): stop before them
+            raise Damaged(offset, f"the file shrank below {size} bytes while it was read; ingest it again once whole")
         try:
             start, stop, tag = _head(mm, offset, size)
+            if tag not in _TAGS:
+                raise _Bad(f"a record ending in {bytes([tag])!r}, not a type tag")
         except (_Bad, ValueError) as e:
-            raise Damaged(offset, f"{e}; the file looks truncated or corrupt") from e
-        if tag != _DICT:
-            raise Damaged(offset, f"a record of type {chr(tag)!r}, not a flow")
+            resume = _resync(mm, offset, size) if skipped is not None else None
+            if resume is None or skipped is None:
+                raise Damaged(offset, f"{e}; the file looks truncated or corrupt") from e
+            skipped(offset, f"{e}: bytes {offset}-{resume} are not records; reading resumed at the next record")
+            pos.offset = resume
+            continue
         try:
+            if tag != _DICT:
+                raise _Bad(f"a record of type {chr(tag)!r}, not a flow")
             exchange = _exchange(mm, start, stop, tag, max_body)
         except Exception as e:  # the record's own content, whatever it provokes (mitmproxy's migration too)
             exchange = None
@@ -337,6 +356,42 @@ def _records(
             released = upto
         if exchange is not None:
             yield exchange
+
+
+def _resync(mm: mmap.mmap, offset: int, size: int) -> int | None:
+    """Where the next whole flow record starts after damage at `offset`: mitmproxy ends every record with its
+    `version` (`7:version;2:21#}`); from such an ending, the record's start is the one length prefix before it that
+    announces exactly that length. None when no whole record follows."""
+    at = offset
+    budget = [_RESYNC_BUDGET]  # colons looked at, in all: a file of crafted endings cannot make this quadratic
+    while (v := mm.find(b"7:version;", at + 1, size)) >= 0 and budget[0] > 0:
+        at = v
+        try:
+            _vs, ve, vt = _head(mm, v + 10, size)
+            if vt != _INT or mm[ve + 1] != _DICT:
+                continue
+        except (_Bad, ValueError, IndexError):
+            continue
+        begin = _start_of(mm, offset, ve + 1, budget)
+        if begin is not None:
+            return begin
+    return None
+
+
+def _start_of(mm: mmap.mmap, after: int, end: int, budget: list[int]) -> int | None:
+    """The start (> `after`) of the value whose tag is at `end`: a `<digits>:` whose number is the bytes between."""
+    colon = end
+    while (colon := mm.rfind(b":", after + 1, colon)) > after:
+        budget[0] -= 1
+        if budget[0] <= 0:
+            return None
+        run = colon
+        while run > after + 1 and run > colon - 20 and mm[run - 1 : run].isdigit():
+            run -= 1
+        for k in range(colon - run, 0, -1):  # the digits, maybe preceded by others: the longest that fits
+            if int(mm[colon - k : colon]) == end - colon - 1 and colon - k > after:
+                return colon - k
+    return None
 
 
 def _exchange(mm: mmap.mmap, start: int, stop: int, tag: int, max_body: int) -> HttpExchange | None:
@@ -358,43 +413,3 @@ def _why(e: Exception) -> str:
     if isinstance(e, (_Bad, BadRecord)):
         return f"unreadable flow ({e})"
     return f"unreadable flow ({type(e).__name__}: {str(e)[:200]})"
-
-
-def ids(path: Path, start: int = 0, end: int | None = None) -> Iterator[str]:
-    """The flow ids of the records in bytes [start, end), as fast as the file allows: mitmproxy writes a flow's
-    `id` after all its other values but `type` and `version`, so it is the last `2:id;` key of a record."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        stop_at = size if end is None else min(end, size)
-        if start >= stop_at:
-            return
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    try:
-        released = start - start % _PAGE
-        offset = start
-        while offset < stop_at:
-            try:
-                rs, re_, tag = _head(mm, offset, size)
-            except (_Bad, ValueError):
-                return  # the reader of this part reports the damage
-            found = None
-            at = mm.rfind(b"2:id;", rs, re_)
-            if at >= 0:
-                with contextlib.suppress(_Bad, ValueError):
-                    vs, ve, vt = _head(mm, at + 5, re_)
-                    if vt == _STR and mm[ve + 1 : ve + 8] == b"4:type;":
-                        found = mm[vs:ve].decode("utf-8", "surrogateescape")
-            if found is None and tag == _DICT:
-                with contextlib.suppress(_Bad, ValueError):
-                    loc = _fields(mm, rs, re_).get(b"id")
-                    if loc is not None:
-                        found = str(_value(mm, *loc))
-            if found is not None:
-                yield found
-            offset = re_ + 1
-            if offset - released >= _RELEASE:
-                upto = offset - offset % _PAGE
-                mm.madvise(mmap.MADV_DONTNEED, released, upto - released)
-                released = upto
-    finally:
-        mm.close()

@@ -26,9 +26,11 @@ from mitmproxy.io import har
 
 from .a2a.exchange import HttpExchange
 from .addon.flows import DEFAULT_MAX_BODY, PREFIX, exchange_from_flow
+from .capturefile import open_regular
 
 CHUNK = 1 << 20
 MAX_ENTRY = 32 << 20  # characters of a HAR entry (bodies included) held and parsed; a larger entry is passed over
+MAX_CONTAINERS = 1_000_000  # '{' and '[' in a value read across chunks (in its strings too): past it, not parsed
 _SPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 _MAX_TS = 253_402_300_799.0  # 9999-12-31T23:59:59Z
@@ -43,6 +45,7 @@ class Unreadable:
 
 _IN_STRING = re.compile(r'["\\]')
 _OUTSIDE = re.compile(r'["\[\]{}]|[^"\[\]{}\s,:]+')
+_FLAT = re.compile(r'(?:[^"\[\]{}]++|\[[^"\[\]{}]*+\]|\{[^"\[\]{}]*+\})*+')
 _BARE = re.compile(r'[^"\[\]{}\s,:]*')
 
 
@@ -62,12 +65,34 @@ class HarPosition:
     size: int = 0  # characters of the last entry
 
 
+_BOMS: tuple[tuple[bytes, str], ...] = (
+    (codecs.BOM_UTF32_LE, "utf-32"),  # first: its mark begins with UTF-16 LE's
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def encoding_of(head: bytes) -> str:
+    """The text encoding a HAR's first bytes announce: UTF-16 or UTF-32 by their byte-order mark, else UTF-8."""
+    for bom, name in _BOMS:
+        if head.startswith(bom):
+            return name
+    return "utf-8-sig"
+
+
+def _encoding(f: Any) -> str:
+    head = f.read(4)
+    f.seek(0)
+    return encoding_of(head)
+
+
 class _Text:
     """The file's text, decoded as it is read, with a cursor; consumed text is dropped but lines are counted."""
 
     def __init__(self, f: Any, pos: HarPosition) -> None:
         self.f, self.pos = f, pos
-        self.decoder = codecs.getincrementaldecoder("utf-8-sig")()
+        self.decoder = codecs.getincrementaldecoder(_encoding(f))("surrogateescape")  # a byte no text: its entry
         self.buf = ""
         self.i = 0
         self.eof = False
@@ -125,11 +150,17 @@ class _Text:
                 doc, end = _DECODER.raw_decode(self.buf, self.i)
             except json.JSONDecodeError as e:
                 cut = e.pos >= len(self.buf) - 1 or e.msg.startswith("Unterminated string")
-                if cut and len(self.buf) - self.i > MAX_ENTRY:
-                    return self.skip(f"larger than {MAX_ENTRY >> 20} MiB")
-                if cut and self.more():  # a large value: read on in larger steps, never far past MAX_ENTRY
-                    self.want = max(CHUNK, min(self.want * 2, 64 * CHUNK, MAX_ENTRY + 1 - (len(self.buf) - self.i)))
-                    continue
+                if cut:  # a large value: read on in larger steps, never far past MAX_ENTRY or MAX_CONTAINERS
+                    held = len(self.buf) - self.i
+                    if held > MAX_ENTRY:
+                        return self.skip(f"larger than {MAX_ENTRY >> 20} MiB")
+                    containers = self.buf.count("{", self.i) + self.buf.count("[", self.i)
+                    if containers > MAX_CONTAINERS:
+                        return self.skip(f"more than {MAX_CONTAINERS:,} objects and arrays")  # each some 60 bytes
+                    room = min(MAX_ENTRY + 1 - held, 2 * (MAX_CONTAINERS - containers))  # a container takes 2 chars
+                    self.want = max(CHUNK, min(self.want * 2, 64 * CHUNK, room))
+                    if self.more():
+                        continue
                 raise self.error(e.msg, e.pos) from e
             except RecursionError:
                 return self.skip("nested deeper than the JSON parser allows")
@@ -151,6 +182,8 @@ class _Text:
         self.want = CHUNK
         depth, in_string = 0, False
         while True:
+            if depth > 0 and not in_string:  # text and flat arrays or objects: passed in one step
+                self.i = _FLAT.match(self.buf, self.i).end()  # type: ignore[union-attr]
             m = (_IN_STRING if in_string else _OUTSIDE).search(self.buf, self.i)
             if m is None:
                 self.i = len(self.buf)
@@ -194,7 +227,7 @@ class _Text:
 def entries(path: Path, pos: HarPosition | None = None) -> Iterator[dict[str, Any]]:
     """The entries of `log.entries`, in order; HarError where the file stops being a readable HAR."""
     pos = pos if pos is not None else HarPosition()
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         t = _Text(f, pos)
         t.expect("{")
         found = False

@@ -13,19 +13,20 @@ import multiprocessing
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from concurrent.futures import ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from . import flowfile, gcpolicy, harfile, mempolicy
+from . import flowfile, flowids, gcpolicy, harfile, mempolicy
 from .a2a.exchange import HttpExchange
 from .a2a.extract import Extraction, extract
 from .a2a.redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy
 from .addon.flows import DEFAULT_MAX_BODY
-from .ingest_plan import NOT_A_CAPTURE, PART_BYTES, IngestError, Part, kind, plan, split_flow_file
+from .ingest_plan import EMPTY, NOT_A_CAPTURE, PART_BYTES, IngestError, Part, kind, plan, split_flow_file
 from .nopandas import keep_pandas_out
 from .seen import SeenIds, dataset_ids, digest
 from .store.files import read_journal
@@ -54,9 +55,10 @@ class IngestResult:
     write_error: str | None = None  # why writing stopped
     interrupted: bool = False
     parquet_files: int = 0
+    empty: list[Path] = field(default_factory=list)  # input files of no bytes
 
 
-__all__ = ["NOT_A_CAPTURE", "IngestError", "IngestResult", "Part", "ingest", "kind", "plan", "split_flow_file"]
+__all__ = ["EMPTY", "NOT_A_CAPTURE", "IngestError", "IngestResult", "Part", "ingest", "kind", "plan", "split_flow_file"]
 
 
 class _Writer(DatasetWriter):
@@ -133,7 +135,7 @@ class _Run:
         self.result = share.result
         self.seen = SeenIds(share.known)
         for part in share.before:
-            for fid in flowfile.ids(part.path, part.start, part.end):
+            for fid in flowids.ids(part.path, part.start, part.end):
                 self.seen.add(digest(fid))
         self.writer: _Writer | None = None
         self.done_bytes = 0  # of parts finished
@@ -318,7 +320,8 @@ def ingest(
             kinds[p] = kind(p)
         except IngestError as e:
             result.errors.append(e)
-    readable = [p for p in paths if p in kinds]
+    result.empty = [p for p in paths if kinds.get(p) == "empty"]
+    readable = [p for p in paths if p in kinds and kinds[p] != "empty"]
     if not readable:
         return result
     total = sum(p.stat().st_size for p in readable)
@@ -348,25 +351,44 @@ def _parallel(
     for i, group in enumerate(groups):
         earlier = [p for g in groups[:i] for p in g if not p.har]
         shares.append(replace(like, parts=group, before=earlier, slot=i, result=IngestResult()))
-    pool = ProcessPoolExecutor(len(groups), mp_context=context, initializer=_init_worker, initargs=(counters,))
+    # one executor per share: a worker that dies (killed, out of memory) breaks only its own, never its neighbours'
+    pools = [ProcessPoolExecutor(1, mp_context=context, initializer=_init_worker, initargs=(counters,)) for _ in shares]
+    futures = [pool.submit(_run_share, s) for pool, s in zip(pools, shares, strict=True)]
     try:
-        futures = [pool.submit(_run_share, s) for s in shares]
         pending = set(futures)
         while pending:
-            _done, pending = wait(pending, timeout=0.25, return_when=FIRST_EXCEPTION)
+            _done, pending = wait(pending, timeout=0.25)
             if progress is not None:
                 progress(sum(counters[0::2]), total, sum(counters[1::2]))
-        for f in futures:
-            _merge(result, f.result())
     except KeyboardInterrupt:
         result.interrupted = True
-        pool.shutdown(wait=True, cancel_futures=True)  # each worker rolls what it read into Parquet
-        for f in futures:
-            if f.done() and not f.cancelled() and f.exception() is None:
-                _merge(result, f.result())
+        for pool in pools:
+            pool.shutdown(wait=False, cancel_futures=True)
     finally:
-        pool.shutdown(wait=True)
+        for pool in pools:
+            pool.shutdown(wait=True)  # each worker rolls what it read into Parquet
+    for f, share in zip(futures, shares, strict=True):
+        if f.cancelled():
+            continue
+        error = f.exception()
+        if error is None:
+            _merge(result, f.result())
+        else:
+            result.errors.extend(_died(share.parts, like.out, error))
     return result
+
+
+def _died(parts: list[Part], out: str | Path, error: BaseException) -> list[IngestError]:
+    """The parts of a worker that died or failed: named, never left for a silent partial dataset."""
+    how = "died (killed, or out of memory)" if isinstance(error, BrokenProcessPool) else f"failed ({error!r:.200})"
+    why = (
+        f"the process ingesting this part {how} before it finished: rows it journaled wait for `converse-tap "
+        f"recover {out}`; run it, then the same ingest again (exchanges already present are skipped)"
+    )
+    spans: dict[Path, tuple[int, int | None]] = {}  # a share's parts of one file are contiguous: one range each
+    for p in parts:
+        spans[p.path] = (spans[p.path][0] if p.path in spans else p.start, p.end)
+    return [IngestError(path, f"bytes {a}-{b if b is not None else 'end'}", why) for path, (a, b) in spans.items()]
 
 
 def _merge(into: IngestResult, part: IngestResult) -> None:

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .capturefile import NotRegular, open_regular
+from .harfile import encoding_of
+
 NOT_A_CAPTURE = "not a mitmproxy flow file or HAR"
 PART_BYTES = 8 * 1024 * 1024  # below this much input, ingest stays in one process
 
@@ -36,18 +39,26 @@ class Part:
         return (self.end if self.end is not None else self.path.stat().st_size) - self.start
 
 
+EMPTY = "an empty file: nothing to ingest"
+
+
 def kind(path: Path) -> str:
-    """ "flows" or "har"; IngestError when the file is neither (or cannot be read)."""
+    """ "flows", "har" or "empty"; IngestError when the file is neither (or cannot be read, or is not a regular
+    file: a FIFO or a device would block or never end)."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             head = f.read(64)
+    except NotRegular as e:
+        raise IngestError(path, "byte 0", f"{e.what}, not a capture file; {NOT_A_CAPTURE}") from e
     except OSError as e:
         raise IngestError(path, "byte 0", f"cannot read it ({e.strerror or e})") from e
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if text.startswith(b"{"):
+    if not head:
+        return "empty"
+    text = head.decode(encoding_of(head), "replace").lstrip("\ufeff \t\r\n")
+    if text.startswith("{"):
         return "har"
     colon = head.find(b":")
-    if (0 < colon <= 20 and head[:colon].isdigit()) or not head:
+    if 0 < colon <= 20 and head[:colon].isdigit():
         return "flows"
     raise IngestError(path, "byte 0", NOT_A_CAPTURE)
 
@@ -59,7 +70,7 @@ def split_flow_file(path: Path, part_bytes: int = PART_BYTES) -> list[Part]:
     size = path.stat().st_size
     parts: list[Part] = []
     start = offset = count = before = 0
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         while offset < size:
             f.seek(offset)
             head = f.read(21)

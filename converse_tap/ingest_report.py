@@ -5,12 +5,12 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from .ingest import NOT_A_CAPTURE, NOT_STORED, IngestResult
+from .ingest import EMPTY, NOT_A_CAPTURE, NOT_STORED, IngestResult
 
 
 def report_lines(result: IngestResult, out: str | Path) -> list[tuple[str, str]]:
     """What `converse-tap ingest` says about `result`: (level, text) pairs, level "info", "warning" or "error"."""
-    lines: list[tuple[str, str]] = []
+    lines: list[tuple[str, str]] = [("warning", f"{p}: {EMPTY}") for p in result.empty]
     if result.not_stored:
         lines.append(
             (
@@ -41,7 +41,8 @@ def report_lines(result: IngestResult, out: str | Path) -> list[tuple[str, str]]
         )
     else:
         dup = f"; {result.duplicates} flows were already present and skipped" if result.duplicates else ""
-        readable = result.files - len({e.path for e in result.errors if e.reason.endswith(NOT_A_CAPTURE)})
+        unusable = {e.path for e in result.errors if e.reason.endswith(NOT_A_CAPTURE)}
+        readable = result.files - len(unusable) - len(result.empty)
         lines.append(
             (
                 "info",

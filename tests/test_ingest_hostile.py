@@ -3,6 +3,7 @@ themselves, are named with their position and reason, and never crash, hang or g
 
 from __future__ import annotations
 
+import codecs
 import copy
 import json
 import subprocess
@@ -268,3 +269,226 @@ def test_a_large_entry_keeps_the_id_it_always_had() -> None:
 
     entry = _har_entry("é ☃ \U0001f600 \udcff")
     assert harfile.entry_id(entry, size=harfile.LARGE + 1) == harfile.entry_id(entry)
+
+
+# The inputs themselves
+
+
+def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "converse_tap", "ingest", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero", "/dev/null"])
+def test_a_fifo_or_a_device_is_refused_at_once_and_nothing_created(tmp_path: Path, special: str) -> None:
+    import os
+
+    path = tmp_path / "capture.mitm"
+    if special == "fifo":
+        os.mkfifo(path)  # no writer: opening it for reading blocked forever
+    else:
+        path = Path(special)
+    proc = _cli(str(path), "--out", str(tmp_path / "out"), timeout=30)
+    assert proc.returncode == 2, proc.stderr
+    what = "a FIFO" if special == "fifo" else "a character device"
+    assert f"Error: {path}: byte 0: {what}, not a capture file" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_fifo_among_captures_is_named_and_the_rest_ingested(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    os.mkfifo(tmp_path / "fifo")
+    good = _state()
+    path = _file(tmp_path / "x.mitm", good)
+    unblock = threading.Timer(20, lambda: open(tmp_path / "fifo", "wb").close())  # a reader that blocked: freed
+    unblock.daemon = True
+    unblock.start()
+    try:
+        result = ingest([tmp_path / "fifo", path], tmp_path / "out", TextPolicy())
+    finally:
+        unblock.cancel()
+    assert result.exchanges == 1
+    (err,) = result.errors
+    assert err.path == tmp_path / "fifo" and "a FIFO" in err.reason
+
+
+def test_an_empty_input_is_never_success(tmp_path: Path) -> None:
+    (tmp_path / "empty.mitm").write_bytes(b"")
+    proc = _cli(str(tmp_path / "empty.mitm"), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2, proc.stderr
+    assert "empty.mitm: byte 0: an empty file: nothing to ingest" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+    tcp_only = _file(tmp_path / "tcp.mitm", tflow.ttcpflow().get_state(), tflow.tdnsflow().get_state())
+    proc = _cli(str(tcp_only), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2, proc.stderr
+    assert "no HTTP exchange in the input" in proc.stderr and "Traceback" not in proc.stderr
+
+    good = _file(tmp_path / "x.mitm", _state())  # an empty file beside a capture: said, not an error
+    proc = _cli(str(tmp_path / "empty.mitm"), str(good), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr
+    assert "Warning: " + str(tmp_path / "empty.mitm") + ": an empty file" in proc.stderr
+    assert "ingested 1 flows from 1 file(s)" in proc.stderr
+
+
+def test_a_directory_or_a_symlink_loop_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    for arg in (str(tmp_path), str(tmp_path / "loop")):
+        proc = _cli(arg, "--out", str(tmp_path / "out"))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert "Invalid value for 'FILES...'" in proc.stderr
+
+
+# Parallel ingest
+
+
+def test_a_worker_that_dies_is_reported_and_its_neighbours_rows_kept(tmp_path: Path) -> None:
+    from converse_tap.a2a.redact import Redaction
+    from tests.worker_death import DiesOnUrl
+
+    def flows(n: int, bad: int | None = None) -> list[dict[str, Any]]:
+        return [_state(**({"request__host": "die.test"} if i == bad else {})) for i in range(n)]
+
+    good, doomed = flows(40), flows(40, bad=20)
+    a, b = _file(tmp_path / "a.mitm", *good), _file(tmp_path / "b.mitm", *doomed)
+    result = ingest(
+        [a, b],
+        tmp_path / "out",
+        TextPolicy(),
+        jobs=2,
+        part_bytes=1,
+        redaction=Redaction((DiesOnUrl(),)),  # type: ignore[arg-type]
+    )
+    assert result.exchanges == 40  # the neighbour's share, whole
+    assert {row for row in load(tmp_path / "out", "exchanges")["exchange_id"]} >= {s["id"] for s in good}
+    (err,) = [e for e in result.errors if e.path == b]
+    assert err.position.startswith("bytes ") and "died (killed, or out of memory)" in err.reason
+    assert f"converse-tap recover {tmp_path / 'out'}" in err.reason
+
+
+# Damage to the records' framing
+
+
+def test_a_corrupt_record_in_the_middle_costs_only_itself(tmp_path: Path) -> None:
+    states = [_state() for _ in range(5)]
+    records = [tnetstring.dumps(s) for s in states]
+    broken = b"9" + records[1][1:]  # its length prefix now points past its end
+    garbage = b"\x00garbage\xff" * 50  # bytes between two records
+    listed = tnetstring.dumps([1, 2])  # a valid tnetstring, not a flow
+    path = _file(tmp_path / "x.mitm", records[0], broken, records[2], garbage, records[3], listed, records[4])
+    result = ingest([path], tmp_path / "out", TextPolicy())
+    got = set(load(tmp_path / "out", "exchanges")["exchange_id"])
+    assert got == {states[i]["id"] for i in (0, 2, 3, 4)}
+    first, second, third = result.errors
+    assert (
+        first.position.startswith(f"byte {len(records[0])} ") and "reading resumed at the next record" in first.reason
+    )
+    assert f"bytes {len(records[0])}-{len(records[0]) + len(broken)} are not records" in first.reason
+    assert "reading resumed" in second.reason and "a record of type ']', not a flow" in third.reason
+
+
+def test_a_flow_file_cut_at_any_byte_keeps_every_record_before_the_cut(tmp_path: Path) -> None:
+    from converse_tap import flowfile
+
+    records = [tnetstring.dumps(_state()) for _ in range(3)]
+    data = b"".join(records)
+    ends = [sum(map(len, records[: i + 1])) for i in range(3)]
+    path = tmp_path / "cut.mitm"
+    near = {c for end in ends for c in range(end - 48, end + 48)}  # every byte around each record's end
+    for cut in sorted(near | set(range(1, len(data), 13))):
+        if not 0 < cut < len(data):
+            continue
+        path.write_bytes(data[:cut])
+        got: list[str] = []
+        bad: list[int] = []
+        try:
+            for ex in flowfile.read(path, skipped=lambda o, r, bad=bad: bad.append(o)):  # type: ignore[misc]
+                got.append(ex.id)
+        except flowfile.Damaged as e:
+            bad.append(e.offset)
+        whole = sum(1 for end in ends if end <= cut)
+        assert len(got) == whole, cut  # every whole record before the cut, nothing invented after it
+        assert bad == ([] if cut in ends else [ends[whole - 1] if whole else 0]), cut
+
+
+def test_crafted_record_endings_cannot_make_the_search_for_the_next_record_quadratic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from converse_tap import flowfile
+
+    monkeypatch.setattr(flowfile, "_RESYNC_BUDGET", 20_000)
+    path = tmp_path / "x.mitm"
+    path.write_bytes(b"x" + b"1:a,7:version;2:21#}" * 200_000)  # endings of records that never started
+    with pytest.raises(flowfile.Damaged) as caught:
+        list(flowfile.read(path, skipped=lambda o, r: None))
+    assert caught.value.offset == 0 and "truncated or corrupt" in caught.value.reason
+
+
+def test_bytes_that_are_not_utf8_cost_at_most_their_entry(tmp_path: Path) -> None:
+    one, two, odd = _har_entry("one"), _har_entry("two"), _har_entry("odd")
+    odd["response"]["content"]["text"] = "BODY-MARK"
+    odd["request"]["headers"].append({"name": "X-Odd", "value": "HEADER-MARK"})
+    text = '{"log": {"entries": [' + ", ".join(json.dumps(e) for e in (one, odd, two)) + "]}}"
+    raw = text.encode().replace(b"BODY-MARK", b"\xff\xfe body").replace(b"HEADER-MARK", b"\xc3")
+    (tmp_path / "x.har").write_bytes(raw)
+    result = ingest([tmp_path / "x.har"], tmp_path / "out", TextPolicy())
+    assert result.exchanges + result.skipped == 3 and result.exchanges >= 2  # "one" and "two", whatever "odd" costs
+    assert all(e.position == "log.entries[1]" for e in result.errors)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32", "utf-8-sig"])
+def test_a_har_in_utf16_or_utf32_with_its_byte_order_mark_is_read(tmp_path: Path, encoding: str) -> None:
+    text = '{"log": {"entries": [' + json.dumps(_har_entry("é ☃"), ensure_ascii=False) + "]}}"
+    bom = codecs.BOM_UTF16_BE if encoding == "utf-16-be" else b""
+    (tmp_path / "x.har").write_bytes(bom + text.encode(encoding))
+    result = ingest([tmp_path / "x.har"], tmp_path / "out", TextPolicy())
+    assert (result.exchanges, result.errors) == (1, [])
+
+
+def test_an_entry_of_millions_of_empty_arrays_is_not_parsed_into_memory(tmp_path: Path) -> None:
+    """30 MiB of `[],` is within the entry limit but parsed into 11 million lists: 814 MiB. Past a million
+    objects and arrays the entry is passed over unparsed (such a file peaked at 203 MiB)."""
+    from converse_tap import harfile
+
+    def with_comment(name: str, arrays: int) -> str:
+        entry = _har_entry(name)
+        entry["comment"] = "@@"
+        return json.dumps(entry).replace('"@@"', "[" + "[]," * arrays + "0]")
+
+    path = _har(tmp_path / "x.har", with_comment("bomb", 2_000_000), with_comment("fine", 900_000))
+    entries = list(harfile.entries(path))
+    assert entries[0] == harfile.Unreadable(f"more than {harfile.MAX_CONTAINERS:,} objects and arrays")
+    assert isinstance(entries[1], dict) and len(entries[1]["comment"]) == 900_001
+
+
+def test_records_of_millions_of_keys_or_lists_cost_only_themselves(tmp_path: Path) -> None:
+    """A dict of a million distinct keys (7 MB) was read into a dict of a million entries (10,000 here); an
+    older-format record of a million empty lists (3 MB) was parsed whole into them: memory bombs of 30 times their
+    size."""
+    many_keys = _state()
+    many_keys["request"] = Raw(_dumps({f"k{i}": Raw(b"0:~") for i in range(10_000)}))
+    many_lists = {**_state(version=18), "extra": Raw(b"%d:" % (3 * 1_100_000) + b"0:]" * 1_100_000 + b"]")}
+    good = _state()
+    path = _file(tmp_path / "x.mitm", _dumps(many_keys), _dumps(many_lists), good)
+    result = ingest([path], tmp_path / "out", TextPolicy())
+    assert (result.exchanges, result.skipped) == (1, 2)
+    assert "a dict of more than 4096 keys" in result.errors[0].reason
+    assert "more than 1,000,000 lists and dicts" in result.errors[1].reason
+
+
+def test_a_flow_file_that_shrinks_between_two_records_is_reported_not_a_bus_error(tmp_path: Path) -> None:
+    """The file is memory-mapped: reading a page past its new end killed the process with SIGBUS."""
+    import os
+
+    from converse_tap import flowfile
+
+    path = _file(tmp_path / "x.mitm", *[_state() for _ in range(200)])
+    size = path.stat().st_size
+    reader = flowfile.read(path)
+    next(reader)
+    os.truncate(path, 4096)  # as a log rotation or a second writer would
+    with pytest.raises(flowfile.Damaged) as caught:
+        list(reader)
+    assert f"the file shrank below {size} bytes while it was read" in caught.value.reason

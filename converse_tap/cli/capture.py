@@ -217,11 +217,11 @@ def ingest(
     \b
     Example:
         converse-tap ingest capture.mitm browser.har --out data/
-    A damaged file is reported with its position; what came before the damage is kept (exit 1). Exchanges
-    already in the dataset are skipped. A progress bar shows on a terminal.
+    An unreadable record, entry or damaged stretch is named with its file and position and costs only itself;
+    the rest is kept (exit 1). Exchanges already in the dataset are skipped. A progress bar shows on a terminal.
     """
     from ..a2a.redact import Redaction
-    from ..ingest import NOT_A_CAPTURE, IngestError, kind
+    from ..ingest import EMPTY, NOT_A_CAPTURE, IngestError, kind
     from ..ingest import ingest as run_ingest
     from ..ingest_report import forget_dataset, report_lines
     from ..nopandas import without_pandas
@@ -236,7 +236,8 @@ def ingest(
     unreadable: list[IngestError] = []
     for path in files:
         try:
-            kind(path)
+            if kind(path) == "empty":
+                unreadable.append(IngestError(path, "byte 0", EMPTY))
         except IngestError as e:
             unreadable.append(e)
     if len(unreadable) == len(files):  # nothing to read: nothing is created
@@ -275,6 +276,13 @@ def ingest(
         prefix = "Error: " if level == "error" else "Warning: " if level == "warning" else ""
         click.echo(safe_line(redaction.log_text(prefix + line)), err=True)
     if result.errors and all(e.reason.endswith(NOT_A_CAPTURE) for e in result.errors) and result.flows == 0:
+        sys.exit(2)
+    if result.flows == 0 and not (result.errors or result.write_error or result.interrupted):
+        click.echo(  # never "success" on nothing: the input held records, none of them an HTTP exchange
+            "Error: no HTTP exchange in the input (flow files of TCP, UDP or DNS flows only, or HARs without "
+            "entries): nothing was ingested",
+            err=True,
+        )
         sys.exit(2)
     if result.errors or result.write_error or result.interrupted:
         sys.exit(1)
