@@ -30,7 +30,8 @@ from .capturefile import open_regular
 
 CHUNK = 1 << 20
 MAX_ENTRY = 32 << 20  # characters of a HAR entry (bodies included) held and parsed; a larger entry is passed over
-MAX_CONTAINERS = 1_000_000  # '{' and '[' in a value read across chunks (in its strings too): past it, not parsed
+MAX_CONTAINERS = 1_000_000  # '[' + 4 x '{' in a value read across chunks (in its strings too): past it, not parsed
+MAX_HEADERS = 10_000  # header fields of a request or response
 _SPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 _MAX_TS = 253_402_300_799.0  # 9999-12-31T23:59:59Z
@@ -154,10 +155,10 @@ class _Text:
                     held = len(self.buf) - self.i
                     if held > MAX_ENTRY:
                         return self.skip(f"larger than {MAX_ENTRY >> 20} MiB")
-                    containers = self.buf.count("{", self.i) + self.buf.count("[", self.i)
-                    if containers > MAX_CONTAINERS:
-                        return self.skip(f"more than {MAX_CONTAINERS:,} objects and arrays")  # each some 60 bytes
-                    room = min(MAX_ENTRY + 1 - held, 2 * (MAX_CONTAINERS - containers))  # a container takes 2 chars
+                    weight = 4 * self.buf.count("{", self.i) + self.buf.count("[", self.i)  # an object: 4 arrays
+                    if weight > MAX_CONTAINERS:
+                        return self.skip(f"more than {MAX_CONTAINERS:,} arrays (an object counting as 4)")
+                    room = min(MAX_ENTRY + 1 - held, 2 * (MAX_CONTAINERS - weight))  # a container takes 2 chars
                     self.want = max(CHUNK, min(self.want * 2, 64 * CHUNK, room))
                     if self.more():
                         continue
@@ -315,6 +316,10 @@ def exchange(entry: Any, max_body: int = DEFAULT_MAX_BODY, size: int = 0) -> Htt
     timings: dict[str, Any] = entry["timings"] if isinstance(entry.get("timings"), dict) else {}
     total = _number(entry.get("time") or 0, "time", anomalies)
     waits = [_number(timings.get(k), k, anomalies) for k in ("blocked", "dns", "connect", "send", "wait")]
+    for side in ("request", "response"):
+        headers = entry[side].get("headers") if isinstance(entry.get(side), dict) else None
+        if isinstance(headers, list) and len(headers) > MAX_HEADERS:
+            raise ValueError(f"{side}.headers holds more than {MAX_HEADERS} fields")
     fid = entry_id(entry, size)
     entry, request_big, response_big = _without_large_bodies(entry, max_body)
     flow = har.request_to_flow({**entry, "time": total or 0.0})
