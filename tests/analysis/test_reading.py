@@ -163,6 +163,13 @@ def test_a_damaged_file_of_the_dataset_costs_only_itself_and_is_named(tmp_path: 
     assert rep["dataset"]["exchanges"] == 9 and any(str(f) in n for n in rep["dataset"]["notes"])
     r = invoke("check", str(tmp_path), "--no-anomalies")  # a gate refuses what it cannot read whole
     assert r.exit_code == 2 and "damaged inside" in r.stderr
+    # sql (a query that reads the pages, and one whose views need them) and show: the same, without the file
+    r = invoke("sql", str(tmp_path), "SELECT count(text) AS n FROM messages", "--format", "csv")
+    assert (r.exit_code, r.stdout) == (0, "n\n0\n") and f"warning: skipped {f}: damaged inside (" in r.stderr
+    r = invoke("sql", str(tmp_path), "SELECT count(*) AS n FROM replies", "--format", "csv")
+    assert (r.exit_code, r.stdout) == (0, "n\n0\n") and f"warning: skipped {f}: damaged inside (" in r.stderr
+    r = invoke("show", str(tmp_path), "c1")
+    assert r.exit_code == 2 and "no conversation 'c1'" in r.stderr and "damaged inside" in r.stderr
 
 
 def test_replies_built_file_run_by_file_run_are_the_replies_built_at_once(tmp_path: Path) -> None:
