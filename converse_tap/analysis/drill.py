@@ -42,9 +42,11 @@ def open_views(
     window: Window | None = None,
     memory_limit: str | None = DEFAULT_MEMORY_LIMIT,
     facts: tuple[str, ...] = FACT_VIEWS,
+    exclude: dict[str, str] | None = None,
 ) -> Engine:
-    """An engine over a dataset with every named view (`facts` narrows which facts are built)."""
-    engine = Engine.over_dataset(root, window, memory_limit=memory_limit)
+    """An engine over a dataset with every named view (`facts` narrows which facts are built; `exclude`: files
+    left out, and why, as `Engine.over_dataset`)."""
+    engine = Engine.over_dataset(root, window, memory_limit=memory_limit, exclude=exclude)
     try:
         create_named_views(engine, window, facts)
         engine.confine()

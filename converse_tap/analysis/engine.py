@@ -119,6 +119,7 @@ class Engine:
         threads: int | None = None,
         chunk_rows: int = CHUNK_ROWS,
         partition_rows: int = PARTITION_ROWS,
+        exclude: dict[str, str] | None = None,
     ) -> Engine:
         """Views over the Parquet files of `root` and the rows still in its journals, narrowed to the window
         (pushed down to the scan). Files that are not the dataset's are skipped and listed in `skipped`.
@@ -128,7 +129,7 @@ class Engine:
         con, spill = cls._connect(memory_limit, threads)
         first = window.since.strftime("%Y-%m-%d") if window.since else None
         last = window.until.strftime("%Y-%m-%d") if window.until else None
-        journals, listed = _journals_then_files(root, first, last)
+        journals, listed = _journals_then_files(root, first, last, exclude)  # exclude: damaged files, and why
         if objstore.is_remote(root):  # read through pyarrow's S3 filesystem: no DuckDB extension to download
             objstore.register_duckdb(con)
         present, skipped = [], []

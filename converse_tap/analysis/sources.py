@@ -69,7 +69,7 @@ def _file_groups(files: list[str], chunk_rows: int, root: str | Path = "") -> It
 
 
 def _journals_then_files(
-    root: str | Path, first: str | None, last: str | None
+    root: str | Path, first: str | None, last: str | None, exclude: dict[str, str] | None = None
 ) -> tuple[Journals, dict[str, TableFiles]]:
     """The journals, then the Parquet files. In this order a roll-over between the two shows its rows twice
     (once journaled, once rolled; the facts count each message and exchange once) rather than not at all; a
@@ -79,6 +79,9 @@ def _journals_then_files(
         listed = {t: table_files(root, t, first, last) for t in TABLES}
         if all(Path(p).exists() for p in journals.paths):
             break
+    for found in listed.values():  # files found damaged inside (`exclude`) are left out as foreign ones are
+        found.foreign += [(f, exclude[f]) for f in found.files if exclude and f in exclude]
+        found.files = [f for f in found.files if not exclude or f not in exclude]
     return journals, listed
 
 

@@ -127,7 +127,37 @@ def _report(
     error: type[click.ClickException] = SafeError,
     **options: Any,
 ) -> dict[str, Any]:
-    """The report over a dataset on disk, computed out of core (see analysis/engine.py)."""
+    """The report over a dataset on disk, computed out of core (see analysis/engine.py). When a file of the
+    dataset turns out damaged inside (its footer fine, a page not), the report is made again without it, which is
+    named like any file that is not the dataset's."""
+    import duckdb
+
+    from ..store.reader import damaged_files
+
+    try:
+        return _report_once(dataset, window, memory_limit, error, None, dict(options))
+    except click.ClickException as e:
+        cause = e.__cause__
+        if options.get("engine") == "spark" or not isinstance(cause, duckdb.Error | OSError | ValueError):
+            raise
+        if isinstance(cause, duckdb.OutOfMemoryException):
+            raise
+        first = window.since.strftime("%Y-%m-%d") if window.since else None
+        last = window.until.strftime("%Y-%m-%d") if window.until else None
+        damaged = damaged_files(dataset, first, last)
+        if not damaged:
+            raise
+        return _report_once(dataset, window, memory_limit, error, damaged, dict(options))
+
+
+def _report_once(
+    dataset: Dataset,
+    window: Window,
+    memory_limit: str | None,
+    error: type[click.ClickException],
+    exclude: dict[str, str] | None,
+    options: dict[str, Any],
+) -> dict[str, Any]:
     import duckdb
 
     from ..analysis.engine import DEFAULT_MEMORY_LIMIT, Engine
@@ -140,7 +170,8 @@ def _report(
             failures += _spark_errors()
             engine = _spark_engine(dataset, window, master)
         else:
-            engine = Engine.over_dataset(dataset, window, memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT)
+            limit = memory_limit or DEFAULT_MEMORY_LIMIT
+            engine = Engine.over_dataset(dataset, window, memory_limit=limit, exclude=exclude)
     except failures as e:
         raise read_error(e, dataset, error) from e
     try:

@@ -22,15 +22,29 @@ SQL_FORMATS = ("table", "csv", "json", "jsonl")
 TABLE_ROWS = 1000  # rows a terminal table shows; --format csv/json/jsonl stream every row
 
 
-def _open(dataset: Dataset, window: Window, memory_limit: str | None, facts: tuple[str, ...]) -> Engine:
+def _open(
+    dataset: Dataset,
+    window: Window,
+    memory_limit: str | None,
+    facts: tuple[str, ...],
+    exclude: dict[str, str] | None = None,
+) -> Engine:
     import duckdb
 
     from ..analysis.drill import open_views
     from ..analysis.engine import DEFAULT_MEMORY_LIMIT
+    from ..store.reader import damaged_files
 
     check_dataset(dataset)  # a directory a writer never wrote into is no dataset: no empty answer from it
+    limit = memory_limit or DEFAULT_MEMORY_LIMIT
     try:
-        engine = open_views(dataset, window, memory_limit or DEFAULT_MEMORY_LIMIT, facts)
+        try:
+            engine = open_views(dataset, window, limit, facts, exclude)
+        except (OSError, ValueError, duckdb.Error) as e:
+            damaged = None if isinstance(e, duckdb.OutOfMemoryException) else damaged_files(dataset)
+            if not damaged:
+                raise
+            engine = open_views(dataset, window, limit, facts, exclude=damaged)  # as report: without them
     except (OSError, ValueError, duckdb.Error) as e:
         raise SafeError(f"cannot read the dataset {dataset}: {e}") from e
     _skipped(engine.skipped, None)  # what the views leave out, as report says it
@@ -74,15 +88,31 @@ def sql_command(
         check_read_only(query)
     except QueryError as e:
         raise UsageError(f"{e}\nthe views are {', '.join(_views())}; see docs/metrics.md") from e
+    import duckdb
+
+    from ..store.reader import damaged_files
+
     fmt = fmt or ("table" if sys.stdout.isatty() else "csv")
-    engine = _open(dataset, _window(agents, since, until), memory_limit, facts_named(query))
+    window = _window(agents, since, until)
+    engine = _open(dataset, window, memory_limit, facts_named(query))
     if not engine.present:  # an empty answer from no data is not an answer
         click.echo(f"note: {dataset} holds no Parquet files yet: every view is empty", err=True)
     try:
         try:
             reader = run_query(engine, query)
         except QueryError as e:
-            raise UsageError(f"{e}\nthe views are {', '.join(_views())}; see docs/metrics.md") from e
+            # a read error (plain duckdb.Error or IO, not a binder or parser error): a file damaged inside?
+            cause = e.__cause__
+            read = type(cause) is duckdb.Error or isinstance(cause, duckdb.IOException)
+            damaged = damaged_files(dataset) if read else {}
+            if not damaged:
+                raise UsageError(f"{e}\nthe views are {', '.join(_views())}; see docs/metrics.md") from e
+            engine.close()
+            engine = _open(dataset, window, memory_limit, facts_named(query), damaged)
+            try:
+                reader = run_query(engine, query)
+            except QueryError as again:
+                raise UsageError(str(again)) from again
         out = sys.stdout
         if fmt == "table":
             _table(reader, out)

@@ -17,7 +17,7 @@ from .guards import (
 if TYPE_CHECKING:  # the analysis imports pandas: only the commands that need it load it
     pass
 from .base import cli
-from .common import _window
+from .common import _skipped, _window
 
 
 @cli.group()
@@ -50,6 +50,10 @@ def export_otlp(
         raise UsageError(why)
     window = _window(agents, since, until)
     check_dataset(dataset)
+    from ..store.reader import table_files
+
+    for table in ("exchanges", "messages", "agent_cards"):  # what the export leaves out, as report says it
+        _skipped(table_files(dataset, table).foreign, None)
     try:
         result = run_export(dataset, endpoint, window.since, window.until, tuple(agents), text)
     except (OSError, ValueError) as e:

@@ -149,16 +149,27 @@ def test_foreign_files_are_skipped_by_report_and_agents_and_refused_by_check(tmp
     assert "not its own" in r.stderr
 
 
-def test_a_damaged_file_of_the_dataset_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+def test_a_damaged_file_of_the_dataset_costs_only_itself_and_is_named(tmp_path: Path) -> None:
     build_sample(tmp_path)
     (f,) = tmp_path.glob(f"messages/{DAY}/*.parquet")
     data = bytearray(f.read_bytes())
     footer = int.from_bytes(data[-8:-4], "little") + 8
     data[4 : len(data) - footer] = bytes(len(data) - footer - 4)  # the pages zeroed, the footer intact
     f.write_bytes(bytes(data))
-    r = invoke("report", str(tmp_path))
-    assert r.exit_code == 1
-    assert r.stderr.startswith(f"Error: cannot read the dataset {tmp_path}:")
+    r = invoke("report", str(tmp_path), "--format", "json")
+    assert r.exit_code == 3  # written from the other files: exchanges and cards, no message left to measure
+    assert f"warning: skipped {f}: damaged inside (" in r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["dataset"]["exchanges"] == 9 and any(str(f) in n for n in rep["dataset"]["notes"])
+    r = invoke("check", str(tmp_path), "--no-anomalies")  # a gate refuses what it cannot read whole
+    assert r.exit_code == 2 and "damaged inside" in r.stderr
+    # sql (a query that reads the pages, and one whose views need them) and show: the same, without the file
+    r = invoke("sql", str(tmp_path), "SELECT count(text) AS n FROM messages", "--format", "csv")
+    assert (r.exit_code, r.stdout) == (0, "n\n0\n") and f"warning: skipped {f}: damaged inside (" in r.stderr
+    r = invoke("sql", str(tmp_path), "SELECT count(*) AS n FROM replies", "--format", "csv")
+    assert (r.exit_code, r.stdout) == (0, "n\n0\n") and f"warning: skipped {f}: damaged inside (" in r.stderr
+    r = invoke("show", str(tmp_path), "c1")
+    assert r.exit_code == 2 and "no conversation 'c1'" in r.stderr and "damaged inside" in r.stderr
 
 
 def test_replies_built_file_run_by_file_run_are_the_replies_built_at_once(tmp_path: Path) -> None:

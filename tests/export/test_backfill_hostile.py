@@ -38,3 +38,14 @@ def test_every_span_is_sent_and_accepted(sample: Path, tmp_path: Path, kind: str
         spans = collector.spans()
     assert len(spans) == 18
     assert all(span.start_time_unix_nano <= span.end_time_unix_nano for _, span in spans)
+
+
+def test_files_the_export_leaves_out_are_named(sample: Path, tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    shutil.copytree(sample, root)
+    bad = next((root / "exchanges").glob("date=*")) / "evil.parquet"
+    bad.write_bytes(b"not parquet")
+    with Collector() as collector:
+        r = invoke("export", "otlp", str(root), "--endpoint", collector.url)
+    assert r.exit_code == 0 and f"warning: skipped {bad}: not a Parquet file" in r.stderr
+    assert "9 of 9 exchange spans accepted" in r.stderr
