@@ -130,7 +130,7 @@ SAME = (
 )
 
 
-@settings(derandomize=True, max_examples=700, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(derandomize=True, max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
 @given(case=cases())
 def test_hostile_exchanges_through_the_worker_and_ingest(worker: Worker, case: Case) -> None:
     """The worker (the proxy's records; a stream in the chunks hypothesis chose) and ingest (the exchange read
