@@ -89,6 +89,10 @@ def check(ext: Extraction, case: Case, sink: dict[str, list[pa.RecordBatch]]) ->
             for itf in r.get("interfaces") or []:
                 if itf.get("url"):
                     itf["url"].encode("utf-8")
+            uris = [*(r.get("extensions") or []), *(r.get("extensions_requested") or [])]
+            uris += [*(r.get("extensions_echoed") or []), *(c["source_url"] or "" for c in r.get("citations") or [])]
+            for uri in uris:
+                uri.encode("utf-8")  # extension URIs and citation URLs are carried as every stored URL is
         copies = [dict(r, anomalies=list(r.get("anomalies") or [])) for r in rows]
         to_micros(copies, TS_COLUMNS[table])
         kept = mend_rows(copies, TABLES[table])
