@@ -89,6 +89,10 @@ def check(ext: Extraction, case: Case, sink: dict[str, list[pa.RecordBatch]]) ->
             for itf in r.get("interfaces") or []:
                 if itf.get("url"):
                     itf["url"].encode("utf-8")
+            uris = [*(r.get("extensions") or []), *(r.get("extensions_requested") or [])]
+            uris += [*(r.get("extensions_echoed") or []), *(c["source_url"] or "" for c in r.get("citations") or [])]
+            for uri in uris:
+                uri.encode("utf-8")  # extension URIs and citation URLs are carried as every stored URL is
         copies = [dict(r, anomalies=list(r.get("anomalies") or [])) for r in rows]
         to_micros(copies, TS_COLUMNS[table])
         kept = mend_rows(copies, TABLES[table])
@@ -130,7 +134,7 @@ SAME = (
 )
 
 
-@settings(derandomize=True, max_examples=700, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(derandomize=True, max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
 @given(case=cases())
 def test_hostile_exchanges_through_the_worker_and_ingest(worker: Worker, case: Case) -> None:
     """The worker (the proxy's records; a stream in the chunks hypothesis chose) and ingest (the exchange read
