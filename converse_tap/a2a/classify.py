@@ -9,6 +9,7 @@ from urllib.parse import unquote
 
 from . import fastjson, urls
 from .constants import CARD_METHOD, JSONRPC_V03_METHODS, JSONRPC_V1_METHODS, STREAMING_METHODS
+from .envelope import clip
 from .headers import Headers
 
 
@@ -341,11 +342,11 @@ def _classify_jsonrpc(url: str, headers: Headers, doc: Any) -> A2ARequest | None
         canonical, dialect = JSONRPC_V03_METHODS[raw], "v0.3"
     elif _has_a2a_headers(headers):
         canonical, dialect = raw, _version_dialect(headers) or ("v0.3" if "/" in raw else "v1.0")
-        anomalies.append(f"unknown_method:{raw}")
+        anomalies.append(f"unknown_method:{clip(raw)}")
     else:
         return None
     if doc.get("jsonrpc") != "2.0":
-        anomalies.append(f"jsonrpc_version:{doc.get('jsonrpc')}")
+        anomalies.append(f"jsonrpc_version:{clip(doc.get('jsonrpc'))}")
     rid = doc.get("id")
     params = doc.get("params")
     task_id = None

@@ -297,7 +297,7 @@ class Extractor:
                 if req.streaming and ex.status < 400:
                     row["anomalies"].append("stream_answered_with_json")
                 self.confirmed |= self.ctx.payload(doc, walk, None, False, ex.ts_first_byte or ex.ts_end)
-        elif ex.status < 300 and ex.status != 204 and req.binding != "card" and ex.response_body is not None:
+        elif ex.status < 300 and ex.status != 204 and ex.response_body is not None:  # a card too: no card is news
             row["anomalies"].append("empty_body")
         if ex.status >= 400 and row["error_code"] is None:
             row["error_code"] = ex.status

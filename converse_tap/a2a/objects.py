@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .constants import ROLES, TASK_STATE_NUMBERS, TASK_STATES
+from .envelope import clip
 
 # v0.3 `kind` discriminators and v1.0 / snake_case wrapper keys -> one event-kind vocabulary
 _KINDS = {
@@ -61,7 +62,7 @@ def normalise_state(value: Any, anomalies: list[str] | None = None) -> str | Non
     if isinstance(value, str):
         known = TASK_STATES.get(value)
         if known is None and anomalies is not None:
-            anomalies.append(f"unknown_enum:task.state={value}")
+            anomalies.append(f"unknown_enum:task.state={clip(value)}")
         return known or value
     if isinstance(value, int) and not isinstance(value, bool):
         return TASK_STATE_NUMBERS.get(value, str(value))
@@ -76,7 +77,7 @@ def normalise_role(value: Any, anomalies: list[str] | None = None) -> str | None
     role = ROLES.get(value) if isinstance(value, (str, int)) else None
     if role is None:
         if anomalies is not None:
-            anomalies.append(f"unknown_enum:message.role={value}")
+            anomalies.append(f"unknown_enum:message.role={clip(value)}")
         return str(value)
     return role
 

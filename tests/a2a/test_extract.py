@@ -610,3 +610,12 @@ def test_a_stream_whose_events_are_explained_gets_no_second_anomaly() -> None:
         body=jsonrpc_request("SendStreamingMessage"), response=b"", content_type="text/event-stream", status=503
     )
     assert "sse_no_events" not in run(flow).exchange["anomalies"]  # an error status says it
+
+
+def test_an_empty_card_and_a_huge_unknown_method_are_noted_in_a_few_characters() -> None:
+    card = run(a2a_flow(method="GET", path="/.well-known/agent-card.json", response=b"\n"))
+    assert (card.exchange["anomalies"], card.agent_cards) == (["empty_body"], [])  # it said nothing, silently
+    out = run(a2a_flow(body=jsonrpc_request("m" * 1_000_000, {}), response=jsonrpc_result({})))
+    assert out.exchange["anomalies"][0] == "unknown_method:" + "m" * 100 + f"…+{1_000_000 - 100}"
+    body = json.dumps({"jsonrpc": ["x"] * 100_000, "id": 1, "method": "SendMessage", "params": {}}).encode()
+    assert len(run(a2a_flow(body=body, response=jsonrpc_result({}))).exchange["anomalies"][0]) < 200
