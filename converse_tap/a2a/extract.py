@@ -280,7 +280,7 @@ class Extractor:
             return _finish(self.out, walk, req, True, self.ctx.redaction)
         if row["streamed"]:
             if ex.sse_events is None and ex.response_body is not None and self.n_events == 0:
-                events, ex.sse_comments = parse_sse(ex.response_body)
+                events, ex.sse_comments = parse_sse(ex.response_body, ended=ex.error is None)
                 for ev in events:
                     self.event(ev)
             row["sse_events"] = max(self.n_events, row["sse_events"] or 0)

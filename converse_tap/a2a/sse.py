@@ -296,9 +296,12 @@ def _has_data(block: bytes) -> bool:
     )
 
 
-def parse_sse(body: bytes, max_event_bytes: int = 16 * 1024 * 1024) -> tuple[list[SseEvent], int]:
-    """Parse a whole SSE body; returns the events and the number of comment lines."""
+def parse_sse(body: bytes, max_event_bytes: int = 16 * 1024 * 1024, ended: bool = True) -> tuple[list[SseEvent], int]:
+    """Parse a whole SSE body; returns the events and the number of comment lines. `ended`: the stream ended
+    cleanly, so a last event without its blank line is dispatched; a stream cut by an error keeps it back (the
+    standard dispatches none), as the recorder does live."""
     parser = SseParser(max_event_bytes)
     events = parser.feed(body)
-    events.extend(parser.close())
+    if ended:
+        events.extend(parser.close())
     return events, parser.comments

@@ -451,3 +451,30 @@ def test_records_lost_with_a_dead_worker_are_written_down_by_the_next(tmp_path: 
     assert channel.close() == 0
     gaps = load(tmp_path / "data", "capture_gaps").sort_values("reason")
     assert (gaps["reason"].astype(str).tolist(), gaps["records"].tolist()) == (["worker_died", "worker_down"], [1, 1])
+
+
+def test_a_stream_cut_mid_event_is_recorded_alike_live_and_from_a_capture(tap) -> None:
+    """Live, the recorder keeps back an event a connection error cut; ingest of the same flow dispatched it (one
+    event more and an invalid_json anomaly): the two records of one exchange disagreed."""
+    from converse_tap.a2a.extract import extract
+    from converse_tap.a2a.redact import TextPolicy
+    from converse_tap.addon.flows import exchange_from_flow
+
+    addon, _, out = tap
+    first = sse_body({"result": {"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_WORKING"}}}})
+    body = first + b'data: {"result": {"statusUp'
+    flow = a2a_flow(body=jsonrpc_request("SendStreamingMessage"), response=b"", content_type="text/event-stream")
+    addon.request(flow)
+    addon.responseheaders(flow)
+    flow.response.stream(body)
+    flow.response.data.content = None
+    flow.error = tflow.terr("Client disconnected.")
+    addon.error(flow)
+    addon.done()
+    live = load(out, "exchanges").iloc[0]
+    saved = a2a_flow(body=jsonrpc_request("SendStreamingMessage"), response=body, content_type="text/event-stream")
+    saved.error = tflow.terr("Client disconnected.")
+    ingested = extract(exchange_from_flow(saved), TextPolicy())
+    assert ingested is not None
+    row = ingested.exchange
+    assert (row["sse_events"], list(row["anomalies"])) == (live["sse_events"], list(live["anomalies"])) == (1, [])
