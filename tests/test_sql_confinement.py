@@ -1,6 +1,6 @@
 """`converse-tap sql` runs one read-only query over the dataset's views and nothing else: no file outside the
 dataset read or listed, no file written (not even a dataset file), no setting changed, no extension installed or
-loaded, no database attached. Confined by DuckDB's own sandbox (Engine.confine), with real files on disk."""
+loaded, no database attached. Confined by DuckDB's own sandbox (analysis.drill.confine), with real files on disk."""
 
 from __future__ import annotations
 

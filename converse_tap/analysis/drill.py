@@ -27,6 +27,7 @@ import pyarrow as pa
 from ..textsafe import json_safe
 from .engine import CONVERSATION_KEY, DEFAULT_MEMORY_LIMIT, NONE, Engine
 from .load import Window
+from .sources import _scan_names
 from .views import FACT_VIEWS, STORED_VIEWS, create_named_views
 
 VIEWS = (*STORED_VIEWS, *FACT_VIEWS)
@@ -49,11 +50,29 @@ def open_views(
     engine = Engine.over_dataset(root, window, memory_limit=memory_limit, exclude=exclude)
     try:
         create_named_views(engine, window, facts)
-        engine.confine()
+        confine(engine)
     except BaseException:
         engine.close()
         raise
     return engine
+
+
+def confine(engine: Engine) -> None:
+    """From now on the engine's connection reads the dataset's files it was built over and nothing else: no other
+    file, directory listing, extension, attached database or setting (DuckDB's own sandbox: external access off,
+    the listed files allowed, the configuration locked). For queries nobody vetted (`converse-tap sql`)."""
+    allowed = [name for table in engine.listed.values() for name in _scan_names(engine.root, table.files)]
+    if allowed:
+        engine.con.execute("SET allowed_paths = ?", [allowed])
+    for setting in (
+        "autoinstall_known_extensions = false",
+        "autoload_known_extensions = false",
+        "allow_community_extensions = false",
+        "allow_unsigned_extensions = false",
+        "enable_external_access = false",
+        "lock_configuration = true",
+    ):
+        engine.con.execute(f"SET {setting}")
 
 
 def facts_named(sql: str) -> tuple[str, ...]:
@@ -98,7 +117,7 @@ def run_query(engine: Engine, sql: str) -> pa.RecordBatchReader:
     check_read_only(sql)
     try:
         return engine.con.sql(sql).to_arrow_reader(batch_size=10_000)
-    except duckdb.PermissionException as e:  # the sandbox of Engine.confine
+    except duckdb.PermissionException as e:  # the sandbox of confine()
         raise QueryError(
             f"the query reaches outside the dataset ({str(e).strip()}): it may read the views and nothing else"
         ) from e

@@ -59,7 +59,6 @@ from .sources import (
     _journals_then_files,
     _quote,
     _replies_arrow,
-    _scan_names,
     _scan_sql,
     _window_sql,
     capture_gap_notes,
@@ -208,23 +207,6 @@ class Engine:
             con.execute("CREATE TEMP TABLE replies AS SELECT * FROM _replies_in")
             engine._built.add("replies")
         return engine
-
-    def confine(self) -> None:
-        """From now on the connection reads the dataset's files it was built over and nothing else: no other file,
-        directory listing, extension, attached database or setting (DuckDB's own sandbox: external access off,
-        the listed files allowed, the configuration locked). For queries nobody vetted (`converse-tap sql`)."""
-        allowed = [name for table in self.listed.values() for name in _scan_names(self.root, table.files)]
-        if allowed:
-            self.con.execute("SET allowed_paths = ?", [allowed])
-        for setting in (
-            "autoinstall_known_extensions = false",
-            "autoload_known_extensions = false",
-            "allow_community_extensions = false",
-            "allow_unsigned_extensions = false",
-            "enable_external_access = false",
-            "lock_configuration = true",
-        ):
-            self.con.execute(f"SET {setting}")
 
     def reading_notes(self) -> list[str]:
         """What a reader of the report must know about what was read: foreign files skipped, journaled rows."""
