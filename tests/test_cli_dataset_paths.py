@@ -40,7 +40,7 @@ def test_a_device_a_fifo_or_a_file_is_not_a_dataset(tmp_path: Path, command: lis
         assert kind == "is a file" or "not a directory" in err
 
 
-@pytest.mark.parametrize("command", COMMANDS[1:], ids=lambda c: c[0] if c[0] != "export" else "export-otlp")
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0] if c[0] != "export" else "export-otlp")
 def test_a_directory_no_writer_wrote_into_is_not_a_dataset(tmp_path: Path, command: list[str]) -> None:
     (tmp_path / "notes.txt").write_text("hello")
     code, out, err = _run(command, tmp_path)

@@ -18,6 +18,7 @@ from .guards import (
     Dataset,
     DatasetLocation,
     UsageError,
+    check_dataset,
 )
 
 if TYPE_CHECKING:  # the analysis imports pandas: only the commands that need it load it
@@ -304,6 +305,7 @@ def recover(dataset: Dataset, journal_dir: Path | None) -> None:
     """
     from ..store.recovery import recover as run_recover
 
+    check_dataset(dataset)  # a directory no writer wrote into: "0 rows recovered" would read as success
     errors: list[str] = []
     counts = run_recover(dataset, journal_dir, errors)
     click.echo(", ".join(f"{n} {table} rows" for table, n in counts.items()) + " recovered", err=True)
