@@ -8,6 +8,8 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
+from .store.filekind import file_kind
+
 
 class NotRegular(OSError):
     """The path names something other than a regular file; `what` says what it is."""
@@ -17,19 +19,6 @@ class NotRegular(OSError):
         self.what = what
 
 
-def _kind(mode: int) -> str:
-    for test, what in (
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISDIR, "a directory"),
-    ):
-        if test(mode):
-            return what
-    return "not a regular file"
-
-
 def open_regular(path: Path) -> BinaryIO:
     """`open(path, "rb")`, refusing anything but a regular file without blocking on it (O_NONBLOCK: a FIFO
     with no writer opens at once instead of waiting, and is then refused)."""
@@ -37,7 +26,7 @@ def open_regular(path: Path) -> BinaryIO:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise NotRegular(path, _kind(mode))
+            raise NotRegular(path, file_kind(mode))
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:

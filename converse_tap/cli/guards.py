@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..store.filekind import file_kind
 from ..textsafe import safe_line, safe_text
 
 if TYPE_CHECKING:
@@ -59,20 +60,8 @@ class DatasetLocation(click.ParamType):
         except OSError as e:
             self.fail(f"cannot use {path}: {e.strerror or e}", param, ctx)
         if not stat.S_ISDIR(mode):
-            self.fail(f"{path} is {_file_kind(mode)}, not a directory: give a dataset directory", param, ctx)
+            self.fail(f"{path} is {file_kind(mode)}, not a directory: give a dataset directory", param, ctx)
         return path
-
-
-def _file_kind(mode: int) -> str:
-    for test, kind in (
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return kind
-    return "a file"
 
 
 DATASET = DatasetLocation()

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import objstore
+from .filekind import file_kind as file_kind  # re-exported: readers name it from here
 from .schema import PARTITION_TS, TABLES, parquet_options, with_version
 
 JOURNAL_DIR = "_journal"
@@ -266,21 +267,6 @@ def schema_problem(schema: pa.Schema, table: str) -> str | None:
         if f.name in expected and not _compatible(f.type, expected[f.name])
     ]
     return "wrong column types: " + "; ".join(wrong) if wrong else None
-
-
-def file_kind(mode: int) -> str:
-    """What a stat mode is, in words: a directory, a FIFO, ..."""
-    for test, kind in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISLNK, "a symbolic link"),
-    ):
-        if test(mode):
-            return kind
-    return "a file"
 
 
 def open_regular(path: Path) -> int:

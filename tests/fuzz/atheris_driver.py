@@ -18,7 +18,7 @@ from converse_tap.a2a.extract import extract
 from converse_tap.a2a.redact import Redaction, TextPolicy
 from converse_tap.addon.worker import Worker
 from converse_tap.store.schema import TABLES
-from tests.fuzz.hostile import MARK, OPERATOR_PATTERNS, Case
+from tests.fuzz.hostile import MARK, OPERATOR_PATTERNS, Case, worker_config
 from tests.fuzz.test_wire_fuzz import _Capture, check
 
 CONTENT_TYPES = ["application/json", "text/event-stream", "application/grpc", "application/a2a+json", ""]
@@ -74,20 +74,7 @@ def _case(data: bytes) -> Case:
 def main() -> None:
     import atheris
 
-    worker = Worker(
-        {
-            "dir": tempfile.mkdtemp(prefix="converse-tap-atheris-"),
-            "text": "keep",
-            "salt": "",
-            "flush_interval": 60.0,
-            "rollover_rows": 100000,
-            "rollover_seconds": 3600.0,
-            "max_body": 1 << 20,
-            "max_events": 50,
-            "summary": "off",
-            "redact": OPERATOR_PATTERNS,
-        }
-    )
+    worker = Worker(worker_config(tempfile.mkdtemp(prefix="converse-tap-atheris-")))
     worker.writer.close()
     capture = _Capture()
     worker.writer = capture  # type: ignore[assignment]

@@ -430,3 +430,12 @@ def _encode(data: bytes, encoding: str) -> bytes:
 
 def _frame(data: bytes, flag: int, delta: int = 0) -> bytes:
     return bytes([flag]) + max(0, len(data) + delta).to_bytes(4, "big") + data
+
+
+def worker_config(root: str) -> dict[str, Any]:
+    """A recording worker's configuration for the fuzzers: a dataset in `root`, the operator's patterns on."""
+    return {
+        **{"dir": root, "text": "keep", "salt": "", "flush_interval": 60.0, "summary": "off"},
+        **{"rollover_rows": 100000, "rollover_seconds": 3600.0, "max_body": 1 << 20, "max_events": 50},
+        "redact": OPERATOR_PATTERNS,
+    }

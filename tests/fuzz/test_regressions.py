@@ -45,8 +45,7 @@ def test_a_url_of_undecodable_bytes_costs_the_worker_little() -> None:
     was percent-encoded by a Python callback, in each of the URL's four parses, 1.5 s of the worker per
     exchange; one `str.translate` makes it 0.13 s. A hundred such exchanges in a child process, killed after
     40 s."""
-    import subprocess
-    import sys
+    from tests.children import finishes_within
 
     code = (
         "from converse_tap.a2a.extract import extract\n"
@@ -61,11 +60,7 @@ def test_a_url_of_undecodable_bytes_costs_the_worker_little() -> None:
         "    assert 'url_not_utf8' in ext.exchange['anomalies']\n"
         "print('done')\n"
     )
-    try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=40)
-    except subprocess.TimeoutExpired:
-        raise AssertionError("100 exchanges with 64 KiB undecodable URLs took over 40 s") from None
-    assert proc.stdout == "done\n", proc.stderr
+    finishes_within(code, 40, "100 exchanges with 64 KiB undecodable URLs")
 
 
 def test_a_card_whose_extensions_are_not_a_list_is_recorded() -> None:

@@ -20,7 +20,7 @@ from converse_tap.a2a.redact import Redaction, TextPolicy
 from converse_tap.addon.worker import Worker
 from converse_tap.store.batches import TS_COLUMNS, mend_rows, to_micros
 from converse_tap.store.schema import TABLES
-from tests.fuzz.hostile import MARK, OPERATOR_PATTERNS, Case, cases
+from tests.fuzz.hostile import MARK, OPERATOR_PATTERNS, Case, cases, worker_config
 
 # columns that hold URLs or URIs: a stored one must be UTF-8 as it is (never left for the writer to mend)
 URL_COLUMNS = {"url", "agent_url", "agent", "mcp_url", "mcp_server_card_url"}
@@ -46,20 +46,7 @@ class _Capture:
 @pytest.fixture(scope="module")
 def worker(tmp_path_factory: pytest.TempPathFactory) -> Worker:
     root: Path = tmp_path_factory.mktemp("fuzz")
-    w = Worker(
-        {
-            "dir": str(root),
-            "text": "keep",
-            "salt": "",
-            "flush_interval": 60.0,
-            "rollover_rows": 100000,
-            "rollover_seconds": 3600.0,
-            "max_body": 1 << 20,
-            "max_events": 50,
-            "summary": "off",
-            "redact": OPERATOR_PATTERNS,
-        }
-    )
+    w = Worker(worker_config(str(root)))
     w.writer.close()
     w.writer = _Capture()  # type: ignore[assignment]
     return w
