@@ -308,6 +308,9 @@ def _number(value: Any, what: str, anomalies: list[str]) -> float | None:
     return number
 
 
+_PLACEHOLDER = "http://url.invalid/"
+
+
 def exchange(entry: Any, max_body: int = DEFAULT_MAX_BODY, size: int = 0) -> HttpExchange:
     """One HAR entry as an exchange; raises (ValueError, KeyError, TypeError, ...) for an entry that is not one."""
     if not isinstance(entry, dict):
@@ -322,10 +325,25 @@ def exchange(entry: Any, max_body: int = DEFAULT_MAX_BODY, size: int = 0) -> Htt
             raise ValueError(f"{side}.headers holds more than {MAX_HEADERS} fields")
     fid = entry_id(entry, size)
     entry, request_big, response_big = _without_large_bodies(entry, max_body)
-    flow = har.request_to_flow({**entry, "time": total or 0.0})
+    url = entry["request"].get("url") if isinstance(entry.get("request"), dict) else None
+    try:
+        flow = har.request_to_flow({**entry, "time": total or 0.0})
+    except ValueError:
+        # mitmproxy refuses URLs the recorder keeps live (`http://[::1/`, a port past 65535, `h＃x`): the entry
+        # is read with a placeholder, and the exchange carries the URL as written (flagged url_malformed by
+        # extraction); an entry that fails for any other reason fails again, and is named
+        if not isinstance(url, str):
+            raise
+        flow = har.request_to_flow(
+            {**entry, "request": {**entry["request"], "url": _PLACEHOLDER}, "time": total or 0.0}
+        )
+    else:
+        url = None
     flow.id = fid
     _times(flow, entry, total, waits, anomalies)
     ex = exchange_from_flow(flow, max_body=max_body, source="ingest", extra_anomalies=anomalies)
+    if url is not None:
+        ex.url = url
     if request_big is not None:
         ex.request_body, ex.request_prefix, ex.bytes_in = None, request_big[1], request_big[0]
         ex.anomalies.append(f"request_body_too_large:{request_big[0]}")

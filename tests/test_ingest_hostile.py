@@ -209,6 +209,20 @@ def test_a_har_entry_that_cannot_be_an_exchange_costs_only_itself(tmp_path: Path
     assert err.path == path and err.position == "log.entries[1]"
 
 
+def test_an_entry_whose_url_mitmproxy_refuses_is_kept_as_live(tmp_path: Path) -> None:
+    """The live recorder keeps an exchange whose URL is broken (`http://[::1/a2a`, a port past 65535) with
+    url_malformed; mitmproxy's HAR importer refused such an entry, so ingest named it malformed and lost it."""
+    from tests.test_ingest import _entry
+
+    urls = ["http://[::1/a2a", "http://agent.test:99999/a2a", "http://h\uff03x/a2a"]
+    path = _har(tmp_path / "x.har", _har_entry("one"), *(_entry("odd", url=u) for u in urls), _har_entry("two"))
+    result = ingest([path], tmp_path / "out", TextPolicy())
+    assert (result.exchanges, result.errors) == (5, [])
+    rows = load(tmp_path / "out", "exchanges")
+    odd = rows[rows["anomalies"].map(lambda a: any(x.startswith("url_malformed") for x in a))]
+    assert len(odd) == 3 and not odd["url"].str.contains("url.invalid").any()
+
+
 def test_deep_nesting_beside_the_entries_is_passed_over(tmp_path: Path) -> None:
     path = tmp_path / "x.har"
     deep = "[" * 100_000 + "]" * 100_000
