@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from . import urls
@@ -96,13 +95,6 @@ def card_fields(card: Any, anomalies: list[str], redaction: Redaction = NO_OPERA
     out["mcp_server_card_url"] = redaction.maybe_url(out["mcp_server_card_url"])
     if out["card_json"] is not None:
         out["card_json"] = card_json
-    if out["description"] is not None:
-        out["description"] = redaction.log_text(out["description"])
-    for t in out["tools"]:
-        if t["input_schema_json"] is not None:
-            t["input_schema_json"] = redact_card_json(json.loads(t["input_schema_json"]), redaction)
-        if t["description"] is not None:
-            t["description"] = redaction.log_text(t["description"])
     return out
 
 
@@ -219,7 +211,7 @@ def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
             {
                 "tool_name": _str(t.get("toolName")),
                 "description": _str(t.get("description")),
-                "input_schema_json": None if schema is None else json.dumps(schema, sort_keys=True, default=str),
+                "input_schema_json": None if schema is None else stored_json(schema),
                 "required_fields": [f for f in required_fields or [] if isinstance(f, str)],
             }
         )

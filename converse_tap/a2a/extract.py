@@ -211,7 +211,7 @@ class Extractor:
                 ctx.add(Sighting("request.message", "message", "request", msg), "request", None, ex.ts_start)
                 row["context_id"] = id_or_none(get(msg, "contextId"))
                 row["task_id"] = row["task_id"] or id_or_none(get(msg, "taskId"))
-            elif not any(a.startswith("request_not_parsed:") for a in anomalies):
+            elif not _said(anomalies, ("request_not_parsed:",)):
                 anomalies.append("request_without_message")  # (a request not parsed says so already)
         extractor = cls(ex, req, out, ctx)
         if ex.status is not None and (ex.sse_events is not None or content_type.startswith("text/event-stream")):
@@ -284,7 +284,7 @@ class Extractor:
                 for ev in events:
                     self.event(ev)
             row["sse_events"] = max(self.n_events, row["sse_events"] or 0)
-            if row["sse_events"] == 0 and ex.status < 400 and ex.error is None and not _said(row, _UNSEEN):
+            if row["sse_events"] == 0 and ex.status < 400 and ex.error is None and not _said(row["anomalies"], _UNSEEN):
                 row["anomalies"].append("sse_no_events")  # a stream that said nothing: not a silent success
             if not row["complete"] and self.settled and ex.status < 400:
                 row["complete"] = True  # the client left after the final event: nothing was missed
@@ -308,8 +308,8 @@ class Extractor:
 _UNSEEN = ("sse_", "response_", "capture_incomplete", "no_response")
 
 
-def _said(row: dict[str, Any], prefixes: tuple[str, ...]) -> bool:
-    return any(a.startswith(prefixes) for a in row["anomalies"])
+def _said(anomalies: list[str], prefixes: tuple[str, ...]) -> bool:
+    return any(a.startswith(prefixes) for a in anomalies)
 
 
 def _sample(anomalies: list[str], per_kind: int = 5) -> list[str]:
@@ -382,8 +382,6 @@ def _finish(out: Extraction, walk: Walk, req: A2ARequest, confirmed: bool, redac
     if not confirmed:
         return None
     row = out.exchange
-    for key in ("extensions_requested", "extensions_echoed"):  # (gRPC's echoed ones come from its trailers)
-        row[key] = [redaction.url(u) for u in row[key]]
     row["anomalies"].extend(walk.anomalies)
     if walk.skipped:
         row["anomalies"].append(f"messages_not_recorded_past:{MAX_SIGHTINGS}:{walk.skipped}")

@@ -335,6 +335,6 @@ def extract_grpc_response(
         row.update(
             error_code=status.code,
             error_status=status.name,
-            error_message=None if status.message is None else redaction.log_text(status.message),
+            error_message=status.message,  # redacted with every error column (rows.redact_wire_text)
             error_reason=status.reason,
         )

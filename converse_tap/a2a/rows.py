@@ -153,7 +153,7 @@ class Ctx:
         role = None if is_artifact else normalise_role(obj.get("role"), anomalies)
         parts = parts_of(obj)
         text = text_of(parts)
-        exts = [self.redaction.url(e) for e in extensions_of(obj, anomalies)]
+        exts = extensions_of(obj, anomalies)
         present, raw = find_envelope(obj.get("metadata"), exts, anomalies, agent_side=role != "user")
         env = _NO_ENVELOPE  # read only: its values are spread into the row
         if present:
