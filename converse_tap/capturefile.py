@@ -3,8 +3,11 @@ the open or the reads forever (a FIFO with no writer) or never end (/dev/zero)."
 
 from __future__ import annotations
 
+import mmap
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -32,3 +35,40 @@ def open_regular(path: Path) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+_RELEASE = 4 * 1024 * 1024  # bytes of mapped file read between two releases of their pages
+_PAGE = mmap.ALLOCATIONGRANULARITY
+
+
+@contextmanager
+def mapped(path: Path, start: int, end: int | None) -> Iterator[tuple[mmap.mmap, int, int] | None]:
+    """A capture file memory-mapped for reading bytes [start, end): (map, where reading stops, the file's descriptor,
+    kept open while mapped so that its size can be watched), or None when the range holds nothing."""
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        stop_at = size if end is None else min(end, size)
+        if start >= stop_at:
+            yield None
+            return
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            yield mm, stop_at, f.fileno()
+        finally:
+            mm.close()
+
+
+class Pages:
+    """Gives back the pages of a mapped file that the reader has passed, every _RELEASE bytes: memory stays flat
+    over a file of any size."""
+
+    __slots__ = ("mm", "released")
+
+    def __init__(self, mm: mmap.mmap, start: int) -> None:
+        self.mm, self.released = mm, start - start % _PAGE
+
+    def passed(self, offset: int) -> None:
+        if offset - self.released >= _RELEASE:
+            upto = offset - offset % _PAGE
+            self.mm.madvise(mmap.MADV_DONTNEED, self.released, upto - self.released)
+            self.released = upto

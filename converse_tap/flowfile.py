@@ -26,12 +26,10 @@ from mitmproxy.io import compat, tnetstring
 
 from .a2a.exchange import HttpExchange
 from .addon.flows import DEFAULT_MAX_BODY, PREFIX, exchange_from_state
-from .capturefile import open_regular
+from .capturefile import Pages, mapped
 from .flowstate import BadRecord, checked
 
-_RELEASE = 4 * 1024 * 1024  # bytes of mapped file read between two releases of their pages
 _BYTES, _STR, _INT, _FLOAT, _BOOL, _NULL, _LIST, _DICT = b",;#^!~]}"
-_PAGE = mmap.ALLOCATIONGRANULARITY
 _KEY_TAGS = (_STR, _BYTES)
 _TAGS = frozenset(b",;#^!~]}")
 _RESYNC_BUDGET = 4_000_000  # colons examined to find the record after damage; past it, the rest is reported damaged
@@ -307,22 +305,15 @@ def read(
     offset, after the exchanges before it."""
     pos = position if position is not None else Position()
     pos.offset = start
-    with open_regular(path) as f:  # kept open: its size is watched
-        size = os.fstat(f.fileno()).st_size
-        stop_at = size if end is None else min(end, size)
-        if start >= stop_at:
-            return
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        try:
-            yield from _records(mm, pos, stop_at, max_body, skipped, f.fileno())
-        finally:
-            mm.close()
+    with mapped(path, start, end) as found:
+        if found is not None:
+            yield from _records(*found, pos, max_body, skipped)
 
 
 def _records(
-    mm: mmap.mmap, pos: Position, stop_at: int, max_body: int, skipped: Skipped | None, fd: int
+    mm: mmap.mmap, stop_at: int, fd: int, pos: Position, max_body: int, skipped: Skipped | None
 ) -> Iterator[HttpExchange]:
-    released = pos.offset - pos.offset % _PAGE
+    pages = Pages(mm, pos.offset)
     size = len(mm)
     while pos.offset < stop_at:
         offset = pos.offset
@@ -350,10 +341,7 @@ def _records(
             skipped(offset, _why(e))
         pos.offset = stop + 1
         pos.flows += 1
-        if pos.offset - released >= _RELEASE:  # give the pages read back: memory stays flat over any file
-            upto = pos.offset - pos.offset % _PAGE
-            mm.madvise(mmap.MADV_DONTNEED, released, upto - released)
-            released = upto
+        pages.passed(pos.offset)
         if exchange is not None:
             yield exchange
 

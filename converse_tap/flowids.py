@@ -4,26 +4,22 @@ parallel ingest, so that a flow found twice counts once."""
 from __future__ import annotations
 
 import contextlib
-import mmap
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from .capturefile import open_regular
-from .flowfile import _DICT, _PAGE, _RELEASE, _STR, _Bad, _fields, _head, _value
+from .capturefile import Pages, mapped
+from .flowfile import _DICT, _STR, _Bad, _fields, _head, _value
 
 
 def ids(path: Path, start: int = 0, end: int | None = None) -> Iterator[str]:
     """The flow ids of the records in bytes [start, end), as fast as the file allows: mitmproxy writes a flow's
     `id` after all its other values but `type` and `version`, so it is the last `2:id;` key of a record."""
-    with open_regular(path) as f:
-        size = os.fstat(f.fileno()).st_size
-        stop_at = size if end is None else min(end, size)
-        if start >= stop_at:
+    with mapped(path, start, end) as mapping:
+        if mapping is None:
             return
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    try:
-        released = start - start % _PAGE
+        mm, stop_at, _ = mapping
+        size = len(mm)
+        pages = Pages(mm, start)
         offset = start
         while offset < stop_at:
             try:
@@ -45,9 +41,4 @@ def ids(path: Path, start: int = 0, end: int | None = None) -> Iterator[str]:
             if found is not None:
                 yield found
             offset = re_ + 1
-            if offset - released >= _RELEASE:
-                upto = offset - offset % _PAGE
-                mm.madvise(mmap.MADV_DONTNEED, released, upto - released)
-                released = upto
-    finally:
-        mm.close()
+            pages.passed(offset)
