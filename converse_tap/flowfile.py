@@ -3,8 +3,9 @@
 A flow file is a sequence of tnetstrings (`<length>:<payload><tag>`), one per flow, each the dict of an
 `HTTPFlow.get_state()`. Every value carries its length, so a record's fields can be located by walking length
 prefixes, and a value ingest does not need (certificates, connection details, WebSocket messages, a body past
-`max_body`) is skipped without being read or copied. The file is memory-mapped and the pages already read are
-released as the reader goes, so memory stays bounded whatever the size of the file or of one record.
+`max_body`) is skipped unparsed (in a record larger than 8 MiB, unread). The file is read with `pread` a megabyte at
+a time (`capturefile.FileBytes`), never memory-mapped, so memory stays bounded whatever the size of the file or of
+one record, and a file truncated while it is read is reported, not a SIGBUS.
 
 Records of the current flow format (mitmproxy's `FLOW_FORMAT_VERSION`) are read this way; records of older
 formats are parsed whole by mitmproxy's tnetstring module and migrated by its `compat` module, as
@@ -14,7 +15,6 @@ fields it reads: `tests/test_ingest_exact.py` holds the two paths to the same ro
 
 from __future__ import annotations
 
-import mmap
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,7 +26,7 @@ from mitmproxy.io import compat, tnetstring
 
 from .a2a.exchange import HttpExchange
 from .addon.flows import DEFAULT_MAX_BODY, PREFIX, exchange_from_state
-from .capturefile import Pages, mapped
+from .capturefile import FileBytes, Shrank, opened
 from .flowstate import BadRecord, checked
 
 _BYTES, _STR, _INT, _FLOAT, _BOOL, _NULL, _LIST, _DICT = b",;#^!~]}"
@@ -305,26 +305,29 @@ def read(
     offset, after the exchanges before it."""
     pos = position if position is not None else Position()
     pos.offset = start
-    with mapped(path, start, end) as found:
-        if found is not None:
+    with opened(path, start, end) as found:
+        if found is None:
+            return
+        try:
             yield from _records(*found, pos, max_body, skipped)
+        except Shrank as e:
+            raise Damaged(pos.offset, f"{e}; ingest it again once whole") from None
 
 
 def _records(
-    mm: mmap.mmap, stop_at: int, fd: int, pos: Position, max_body: int, skipped: Skipped | None
+    fb: FileBytes, stop_at: int, fd: int, pos: Position, max_body: int, skipped: Skipped | None
 ) -> Iterator[HttpExchange]:
-    pages = Pages(mm, pos.offset)
-    size = len(mm)
+    size = len(fb)
     while pos.offset < stop_at:
         offset = pos.offset
-        if os.fstat(fd).st_size < size:  # pages past a new end would kill the process (SIGBUS): stop before them
-            raise Damaged(offset, f"the file shrank below {size} bytes while it was read; ingest it again once whole")
+        if os.fstat(fd).st_size < size:  # noticed between records, as well as by a short read within one
+            raise Shrank(f"the file shrank below {size} bytes while it was read")
         try:
-            start, stop, tag = _head(mm, offset, size)
+            start, stop, tag = _head(fb, offset, size)
             if tag not in _TAGS:
                 raise _Bad(f"a record ending in {bytes([tag])!r}, not a type tag")
         except (_Bad, ValueError) as e:
-            resume = _resync(mm, offset, size) if skipped is not None else None
+            resume = _resync(fb, offset, size) if skipped is not None else None
             if resume is None or skipped is None:
                 raise Damaged(offset, f"{e}; the file looks truncated or corrupt") from e
             skipped(offset, f"{e}: bytes {offset}-{resume} are not records; reading resumed at the next record")
@@ -333,7 +336,10 @@ def _records(
         try:
             if tag != _DICT:
                 raise _Bad(f"a record of type {chr(tag)!r}, not a flow")
-            exchange = _exchange(mm, start, stop, tag, max_body)
+            buf, base = fb.record(offset, stop + 1)
+            exchange = _exchange(buf, start - base, stop - base, tag, max_body)
+        except Shrank:
+            raise
         except Exception as e:  # the record's own content, whatever it provokes (mitmproxy's migration too)
             exchange = None
             if skipped is None:
@@ -341,12 +347,11 @@ def _records(
             skipped(offset, _why(e))
         pos.offset = stop + 1
         pos.flows += 1
-        pages.passed(pos.offset)
         if exchange is not None:
             yield exchange
 
 
-def _resync(mm: mmap.mmap, offset: int, size: int) -> int | None:
+def _resync(mm: FileBytes, offset: int, size: int) -> int | None:
     """Where the next whole flow record starts after damage at `offset`: mitmproxy ends every record with its
     `version` (`7:version;2:21#}`); from such an ending, the record's start is the one length prefix before it that
     announces exactly that length. None when no whole record follows."""
@@ -366,7 +371,7 @@ def _resync(mm: mmap.mmap, offset: int, size: int) -> int | None:
     return None
 
 
-def _start_of(mm: mmap.mmap, after: int, end: int, budget: list[int]) -> int | None:
+def _start_of(mm: FileBytes, after: int, end: int, budget: list[int]) -> int | None:
     """The start (> `after`) of the value whose tag is at `end`: a `<digits>:` whose number is the bytes between."""
     colon = end
     while (colon := mm.rfind(b":", after + 1, colon)) > after:
@@ -382,7 +387,7 @@ def _start_of(mm: mmap.mmap, after: int, end: int, budget: list[int]) -> int | N
     return None
 
 
-def _exchange(mm: mmap.mmap, start: int, stop: int, tag: int, max_body: int) -> HttpExchange | None:
+def _exchange(mm: Any, start: int, stop: int, tag: int, max_body: int) -> HttpExchange | None:
     """The exchange of one record, None for a flow that is not HTTP."""
     state = _state(mm, start, stop, max_body)
     if state is None:

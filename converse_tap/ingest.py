@@ -1,8 +1,8 @@
 """Offline ingest: mitmproxy flow files and HAR files through the same extractor, into the same dataset.
 
-Memory stays bounded whatever the size of the captures: flow files are memory-mapped and read record by record
-(`flowfile`), HAR files entry by entry (`harfile`), rows are journaled in batches of bounded size and rolled into
-Parquet by rows and by bytes. With several processes, each takes one contiguous share of the input and writes
+Memory stays bounded whatever the size of the captures: flow files are read record by record (`flowfile`, a
+megabyte at a time), HAR files entry by entry (`harfile`), rows are journaled in batches of bounded size and rolled
+into Parquet by rows and by bytes. With several processes, each takes one contiguous share of the input and writes
 through one writer, so a parallel ingest writes about as many files as a single one.
 """
 

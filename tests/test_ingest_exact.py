@@ -1,4 +1,4 @@
-"""Fast ingest (memory-mapped reader, batches, parallel shares) gives exactly the rows of the reference path:
+"""Fast ingest (the fast reader, batches, parallel shares) gives exactly the rows of the reference path:
 every record parsed whole by mitmproxy's tnetstring reader, migrated, read by exchange_from_state, extracted and
 written by one writer."""
 
