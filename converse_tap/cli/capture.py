@@ -255,7 +255,7 @@ def ingest(
     except TextPolicyConflict as e:
         raise UsageError(str(e)) from e
     except OSError as e:
-        raise click.ClickException(f"cannot write the dataset to {out}: {e}") from e
+        raise UsageError(f"cannot write the dataset to --out {out}: {e}") from e
     bar = ProgressBar.on_terminal(sys.stderr)
     try:
         with without_pandas():

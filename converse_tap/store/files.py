@@ -67,6 +67,19 @@ def read_small(path: Path, what: str) -> bytes | None:
     return data
 
 
+def check_journal_folder(local: Path) -> None:
+    """Raise OSError when `local/_journal` is something a writer must not write into: a symbolic link (journals
+    would be written, and removed at roll-over, wherever it points) or not a folder."""
+    folder = local / JOURNAL_DIR
+    if folder.is_symlink():
+        raise OSError(
+            f"{folder} is a symbolic link; a writer keeps its journals only in a folder of the dataset itself: "
+            "remove the link, or write to another directory"
+        )
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"{folder} exists and is not a directory; move it away, or write to another directory")
+
+
 def make_dir(path: Path) -> None:
     """mkdir -p with owner-only permissions on every directory this creates."""
     missing = []
@@ -90,6 +103,7 @@ def check_writable(root: str | Path) -> None:
     root = Path(root)
     if root.exists() and not root.is_dir():
         raise NotADirectoryError(f"{root} exists and is not a directory")
+    check_journal_folder(root)
     make_dir(root)
     probe = root / f".probe-{os.getpid()}-{secrets.token_hex(4)}"
     fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -20,7 +20,7 @@ import pyarrow as pa
 from ..a2a.extract import Extraction
 from . import objstore
 from .batches import TS_COLUMNS, UNSTORABLE, mend_rows, rows_to_batch, to_micros
-from .files import JOURNAL_DIR, make_dir, write_parquet, writer_id
+from .files import JOURNAL_DIR, check_journal_folder, make_dir, write_parquet, writer_id
 from .gaps import CaptureGap
 from .recovery import read_all
 from .schema import TABLES
@@ -125,8 +125,9 @@ class DatasetWriter:
     def start(self, thread: bool = True) -> None:
         """Lock the journal directory and start the worker thread; with `thread=False`, rows are written by
         `write` in the caller's thread instead (offline ingest, where a thread hand-off only costs time)."""
+        check_journal_folder(self.local)
         make_dir(self.dir)
-        self._lock_fd = os.open(self.dir / "lock", os.O_WRONLY | os.O_CREAT, 0o600)
+        self._lock_fd = os.open(self.dir / "lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
         if not thread:
             self._inline = True
@@ -283,6 +284,7 @@ class DatasetWriter:
                     self._forget_vanished(table)
                     journal = None
                 if journal is None:
+                    check_journal_folder(self.local)  # replaced by a link since: not followed
                     make_dir(self.dir)
                     self._opened += 1
                     path = self.dir / f"{table}-{self._opened:06d}.arrows"

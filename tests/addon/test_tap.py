@@ -151,6 +151,20 @@ def test_bad_options_fail_at_startup(tap, tmp_path) -> None:
         tctx.configure(addon, converse_tap_text="rot13")
 
 
+def test_a_dataset_whose_journal_folder_is_a_link_is_refused(tap, tmp_path) -> None:
+    """The writer followed a symlinked `_journal`: its journals were written (and removed at roll-over) wherever
+    the link pointed."""
+    addon, tctx, _ = tap
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    root = tmp_path / "linked"
+    root.mkdir()
+    (root / "_journal").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(exceptions.OptionsError, match=r"_journal is a symbolic link.*remove the link"):
+        tctx.configure(addon, converse_tap_dir=str(root))
+    assert list(elsewhere.iterdir()) == []
+
+
 def test_hash_policy_uses_one_salt_per_dataset(tap) -> None:
     addon, tctx, out = tap
     out = out.with_name("hashed")  # the fixture's dataset is claimed for the keep policy

@@ -153,3 +153,43 @@ def test_recover_never_removes_what_no_writer_made(
     assert (stranger / "data.txt").read_text() == "mine too"
     assert f"{d} holds files that are not journals; it is left in place" in caplog.text
     assert f"skipped {stranger}: no lock file" in caplog.text
+
+
+@pytest.mark.parametrize("what", ["link", "file"])
+def test_writers_never_write_through_a_journal_folder_that_is_not_theirs(tmp_path: Path, what: str) -> None:
+    """A symlinked `_journal` was followed by every writer (recorder and ingest): journals written, and removed at
+    roll-over, wherever the link pointed. The CLI refuses such a dataset (exit 2, saying what to do), and a writer
+    started on it raises; a link made after the writer started is not followed either."""
+    from converse_tap.store.gaps import CaptureGap
+    from converse_tap.store.writer import DatasetWriter
+    from tests.captures import write_capture
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    root = tmp_path / "data"
+    root.mkdir()
+    if what == "link":
+        (root / "_journal").symlink_to(victim, target_is_directory=True)
+    else:
+        (root / "_journal").write_text("someone's file")
+    capture = write_capture(tmp_path / "c.mitm", 20)
+    code, err = _cli("ingest", str(capture), "--out", str(root), blocking_risk=False)
+    assert code == 2, err
+    assert "_journal is a symbolic link" in err if what == "link" else "_journal exists and is not a directory" in err
+    assert "Traceback" not in err
+    with pytest.raises(OSError, match="_journal"):
+        DatasetWriter(root).start(thread=False)
+    assert list(victim.iterdir()) == []
+
+    # linked after the writer started: its next journal is not opened there, its rows are held and retried
+    fine = tmp_path / "fine"
+    writer = DatasetWriter(fine, flush_interval=0.0)
+    writer.start(thread=False)
+    shutil.rmtree(fine / "_journal")
+    (fine / "_journal").symlink_to(victim, target_is_directory=True)
+    writer.write(CaptureGap("backlog_full", 1, 100, None, None))
+    assert writer.stats.flush_failures >= 1 and list(victim.iterdir()) == []
+    (fine / "_journal").unlink()
+    writer.write(CaptureGap("backlog_full", 1, 100, None, None))  # a folder of its own again: both rows written
+    writer.close()
+    assert len(load(fine, "capture_gaps")) == 2
