@@ -16,7 +16,7 @@ from .grpc_frames import GrpcFrame
 from .headers import split_uris
 from .objects import MAX_SIGHTINGS, Sighting, Walk, get
 from .redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy, cached_for_short
-from .rows import MESSAGE_METHODS, Ctx, Extraction, id_or_none, redact_wire_text
+from .rows import MESSAGE_METHODS, Ctx, Extraction, bound_keys, id_or_none, redact_wire_text
 from .sse import SseEvent, parse_sse
 from .traceparent import trace_columns
 
@@ -405,4 +405,5 @@ def _finish(out: Extraction, walk: Walk, req: A2ARequest, confirmed: bool, redac
         m["context_id"] = m["context_id"] or row["context_id"]
         m["task_id"] = m["task_id"] or (row["task_id"] if m["direction"] == "response" else m["task_id"])
     redact_wire_text(out, redaction)
+    bound_keys(out)
     return out

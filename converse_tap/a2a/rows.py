@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -247,10 +248,13 @@ _MESSAGE_TEXT = ("method", "role", "task_state", "event_kind", "artifact_name", 
 
 
 def redact_wire_text(out: Extraction, redaction: Redaction) -> None:
-    """Every column of wire text (_EXCHANGE_TEXT, _MESSAGE_TEXT) of an extraction redacted as free text."""
-    _redact_text(out.exchange, _EXCHANGE_TEXT, redaction)
+    """Every column of wire text (_EXCHANGE_TEXT, _MESSAGE_TEXT) of an extraction redacted as free text: each
+    distinct value once (a 1 MB method repeated in 20,000 sightings took 40 s redacted row by row)."""
+    plain = _PLAIN if not redaction.patterns else frozenset()
+    done: dict[str, str] = {}
+    _redact_text(out.exchange, _EXCHANGE_TEXT, redaction, plain, done)
     for m in out.messages:
-        _redact_text(m, _MESSAGE_TEXT, redaction)
+        _redact_text(m, _MESSAGE_TEXT, redaction, plain, done)
 
 
 # values those columns hold on nearly every row, which no redaction changes: looked up, not redacted
@@ -261,12 +265,56 @@ _PLAIN = frozenset(
 )
 
 
-def _redact_text(row: dict[str, Any], columns: tuple[str, ...], redaction: Redaction) -> None:
-    plain = _PLAIN if not redaction.patterns else frozenset()
+def _redact_text(
+    row: dict[str, Any], columns: tuple[str, ...], redaction: Redaction, plain: frozenset[str], done: dict[str, str]
+) -> None:
     for key in columns:
         value = row[key]
         if isinstance(value, str):
             if value not in plain:
-                row[key] = redaction.log_text(value)
+                row[key] = _once(value, redaction, done)
         elif value:  # a list of strings
-            row[key] = [v if v in plain else redaction.log_text(v) for v in value]
+            row[key] = [v if v in plain else _once(v, redaction, done) for v in value]
+
+
+def _once(value: str, redaction: Redaction, done: dict[str, str]) -> str:
+    got = done.get(value)
+    if got is None:
+        got = done[value] = redaction.log_text(value)
+    return got
+
+
+# Identifiers, names and URLs that every row of an exchange repeats (the agent, its URL, the method, the task and
+# context ids a task's history inherits): a value longer than MAX_KEY characters is stored as its beginning and the
+# SHA-256 of the whole, so that a 1 MB task id or agent path in 20,000 sightings is not 20 GB of rows, and distinct
+# values stay distinct (conversations, replies and joins are as exact as with the whole value).
+MAX_KEY = 1024
+_KEYS = {
+    "exchange": ("agent", "agent_url", "agent_id", "method", "method_raw", "context_id", "task_id"),
+    "messages": ("agent", "agent_url", "agent_id", "method", "context_id", "task_id", "message_id"),
+    "agent_cards": ("agent", "agent_url", "agent_id"),
+}
+
+
+def bounded_key(value: str) -> str:
+    """`value`, or when longer than MAX_KEY characters its beginning and the SHA-256 of the whole (MAX_KEY in all)."""
+    if len(value) <= MAX_KEY:
+        return value
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+    tail = f"…(clipped from {len(value)} characters; sha256:{digest})"
+    return value[: MAX_KEY - len(tail)] + tail
+
+
+def bound_keys(out: Extraction) -> None:
+    """The columns of _KEYS bounded (`bounded_key`), each clipped value named in its row's anomalies."""
+    done: dict[str, str] = {}
+    for table, rows in (("exchange", [out.exchange]), ("messages", out.messages), ("agent_cards", out.agent_cards)):
+        for row in rows:
+            for key in _KEYS[table]:
+                value = row.get(key)
+                if isinstance(value, str) and len(value) > MAX_KEY:
+                    got = done.get(value)
+                    if got is None:
+                        got = done[value] = bounded_key(value)
+                    row[key] = got
+                    row["anomalies"].append(f"value_clipped:{key}")

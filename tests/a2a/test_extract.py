@@ -619,3 +619,58 @@ def test_an_empty_card_and_a_huge_unknown_method_are_noted_in_a_few_characters()
     assert out.exchange["anomalies"][0] == "unknown_method:" + "m" * 100 + f"…+{1_000_000 - 100}"
     body = json.dumps({"jsonrpc": ["x"] * 100_000, "id": 1, "method": "SendMessage", "params": {}}).encode()
     assert len(run(a2a_flow(body=body, response=jsonrpc_result({}))).exchange["anomalies"][0]) < 200
+
+
+def _task_reply(task_id: str, history: int, method: str = "SendMessage", path: str = "/a2a") -> Extraction:
+    task = {
+        "id": task_id,
+        "contextId": "c1",
+        "status": {"state": "completed"},
+        "history": [{"role": "agent", "messageId": f"m{i}", "parts": [{"text": "hi"}]} for i in range(history)],
+    }
+    return run(
+        a2a_flow(path=path, body=jsonrpc_request(method, {"message": user_message()}), response=jsonrpc_result(task))
+    )
+
+
+def test_a_long_value_every_row_repeats_is_stored_bounded_and_still_distinct() -> None:
+    """A 1 MB task id in a task of 1,000 history messages was 1 GB of rows (every sighting inherits it), an agent
+    path of 1 MB 2 GB: such a value is stored as its beginning and the SHA-256 of the whole, in every row alike."""
+    from converse_tap.a2a.rows import MAX_KEY
+
+    long_id = "t" * 1_000_000
+    out = _task_reply(long_id, 1000)
+    stored = {m["task_id"] for m in out.messages if m["direction"] == "response"}
+    assert len(stored) == 1 and out.exchange["task_id"] in stored  # one value: the joins hold
+    (value,) = stored
+    assert len(value) == MAX_KEY and value.startswith("t" * 900) and "sha256:" in value
+    assert "value_clipped:task_id" in out.exchange["anomalies"]
+    assert all("value_clipped:task_id" in m["anomalies"] for m in out.messages if m["direction"] == "response")
+    other = _task_reply(long_id[:-1] + "u", 1)  # the same beginning, another id
+    assert other.exchange["task_id"] != value and len(other.exchange["task_id"]) == MAX_KEY
+    assert _task_reply("t" * MAX_KEY, 1).exchange["task_id"] == "t" * MAX_KEY  # at the bound: kept whole
+
+    out = _task_reply("t1", 1000, path="/a2a/" + "p" * 1_000_000)
+    urls = {len(m["agent_url"]) for m in out.messages} | {len(m["agent"]) for m in out.messages}
+    assert urls == {MAX_KEY} and len(out.exchange["agent_url"]) == MAX_KEY
+
+
+def test_a_long_unknown_method_is_redacted_once_not_once_per_row() -> None:
+    """A 1 MB unknown method (A2A headers) in a reply of 1,000 sightings was redacted as free text in each row:
+    40 s of the worker's CPU for one request."""
+    from tests.children import finishes_within
+
+    code = """
+import json
+from converse_tap.a2a.extract import extract
+from converse_tap.a2a.redact import TextPolicy
+from converse_tap.addon.flows import exchange_from_flow
+from tests.factories import a2a_flow, jsonrpc_request, jsonrpc_result, user_message
+task = {"id": "t1", "contextId": "c1", "status": {"state": "completed"},
+        "history": [{"role": "agent", "messageId": f"m{i}", "parts": [{"text": "hi"}]} for i in range(1000)]}
+flow = a2a_flow(body=jsonrpc_request("x" * 1_000_000, {"message": user_message()}), response=jsonrpc_result(task))
+out = extract(exchange_from_flow(flow), TextPolicy())
+assert len(out.messages) >= 1000 and {len(m["method"]) for m in out.messages} == {1024}
+print("done")
+"""
+    finishes_within(code, 15, "a 1 MB method in 1,000 rows")
