@@ -90,8 +90,10 @@ class FileBytes:
             return data[start - base : stop - base]
         if key < 0 or key >= self.size:
             raise IndexError("index out of range")
-        data, base = self.view(key, key + 1)
-        return data[key - base]
+        base, data = self.base, self.data
+        if base <= key < base + len(data):
+            return data[key - base]
+        return self._pread(key, 1)[0]  # (a record's last byte, past the read: the record is read next, from its start)
 
     def find(self, sub: bytes, start: int = 0, end: int | None = None) -> int:
         end = self.size if end is None else min(end, self.size)
