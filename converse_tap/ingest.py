@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import signal
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, wait
@@ -26,7 +27,19 @@ from .a2a.exchange import HttpExchange
 from .a2a.extract import Extraction, extract
 from .a2a.redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy
 from .addon.flows import DEFAULT_MAX_BODY
-from .ingest_plan import EMPTY, NOT_A_CAPTURE, PART_BYTES, IngestError, Part, kind, plan, split_flow_file
+from .ingest_plan import (
+    EMPTY,
+    NOT_A_CAPTURE,
+    PART_BYTES,
+    IngestError,
+    Inputs,
+    Part,
+    as_given,
+    inputs,
+    kind,
+    plan,
+    split_flow_file,
+)
 from .nopandas import keep_pandas_out
 from .seen import SeenIds, dataset_ids, digest
 from .store.files import read_journal
@@ -314,19 +327,35 @@ def ingest(
     `redaction` carries the operator's own patterns (`Redaction.from_patterns`); the built-in credential
     shapes are always redacted."""
     result = IngestResult(files=len(paths))
-    kinds: dict[Path, str] = {}
-    for p in paths:
+    with tempfile.TemporaryDirectory(prefix="converse-tap-ingest-") as tmp:
         try:
-            kinds[p] = kind(p)
-        except IngestError as e:
-            result.errors.append(e)
-    result.empty = [p for p in paths if kinds.get(p) == "empty"]
-    readable = [p for p in paths if p in kinds and kinds[p] != "empty"]
-    if not readable:
+            found = inputs(paths, Path(tmp))
+        except KeyboardInterrupt:  # while decompressing: nothing read yet
+            result.interrupted = True
+            return result
+        result.errors, result.empty = found.errors, found.empty
+        result = _ingest(found, out, policy, max_body, progress, jobs, part_bytes, redaction, journal_dir, result)
+        result.errors = [as_given(e, found.shown) for e in result.errors]  # the files as given, not their copies
+    return result
+
+
+def _ingest(
+    found: Inputs,
+    out: str | Path,
+    policy: TextPolicy,
+    max_body: int,
+    progress: Progress | None,
+    jobs: int,
+    part_bytes: int,
+    redaction: Redaction,
+    journal_dir: Path | None,
+    result: IngestResult,
+) -> IngestResult:
+    if not found.read:
         return result
-    total = sum(p.stat().st_size for p in readable)
+    total = sum(p.stat().st_size for p in found.read)
     known = dataset_ids(out)
-    groups = plan(readable, kinds, jobs, part_bytes)
+    groups = plan(found.read, found.kinds, jobs, part_bytes)
     if len(groups) == 1:
         share = _Share(groups[0], out, policy, max_body, known, redaction, journal_dir=journal_dir)
         report = (lambda done, flows: progress(done, total, flows)) if progress is not None else None

@@ -3,11 +3,13 @@ contiguous shares of about equal bytes, one per process (read by `ingest`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import compressed
 from .capturefile import NotRegular, open_regular
+from .compressed import MAGIC, compression_of
 from .harfile import encoding_of
 
 NOT_A_CAPTURE = "not a mitmproxy flow file or HAR"
@@ -43,8 +45,9 @@ EMPTY = "an empty file: nothing to ingest"
 
 
 def kind(path: Path) -> str:
-    """ "flows", "har" or "empty"; IngestError when the file is neither (or cannot be read, or is not a regular
-    file: a FIFO or a device would block or never end)."""
+    """ "flows", "har", "empty" or the compression of a compressed file (`compressed.MAGIC`); IngestError when
+    the file is none of these (or cannot be read, or is not a regular file: a FIFO or a device would block or
+    never end)."""
     try:
         with open_regular(path) as f:
             head = f.read(64)
@@ -54,6 +57,9 @@ def kind(path: Path) -> str:
         raise IngestError(path, "byte 0", f"cannot read it ({e.strerror or e})") from e
     if not head:
         return "empty"
+    compression = compression_of(head)
+    if compression is not None:
+        return compression
     text = head.decode(encoding_of(head), "replace").lstrip("\ufeff \t\r\n")
     if text.startswith("{"):
         return "har"
@@ -108,3 +114,66 @@ def plan(paths: list[Path], kinds: dict[Path, str], jobs: int, part_bytes: int =
         groups[-1].append(piece)
         filled += piece.size()
     return [g for g in groups if g]
+
+
+@dataclass
+class Inputs:
+    """The files to read (decompressed copies in place of compressed captures) and their kinds; the files of no
+    bytes; what could not be read; each decompressed copy's compressed original."""
+
+    read: list[Path] = field(default_factory=list)
+    kinds: dict[Path, str] = field(default_factory=dict)
+    empty: list[Path] = field(default_factory=list)
+    errors: list[IngestError] = field(default_factory=list)
+    shown: dict[Path, Path] = field(default_factory=dict)
+
+
+def inputs(paths: list[Path], tmp: Path) -> Inputs:
+    """What each of `paths` is, compressed captures decompressed into `tmp`."""
+    found = Inputs()
+    for p in paths:
+        try:
+            what = kind(p)
+            if what in MAGIC.values():
+                what, p, stopped = decompressed(p, what, tmp, found.shown)
+                if stopped is not None:
+                    found.errors.append(stopped)
+        except IngestError as e:
+            found.errors.append(e)
+            continue
+        if what == "empty":
+            found.empty.append(found.shown.get(p, p))
+        elif what:
+            found.read.append(p)
+            found.kinds[p] = what
+    return found
+
+
+def decompressed(
+    path: Path, compression: str, tmp: Path, shown: dict[Path, Path]
+) -> tuple[str, Path, IngestError | None]:
+    """The kind and the decompressed copy (in `tmp`) of a compressed capture ("" when nothing of it can be read),
+    and what stopped its decompression, if anything: whatever came before it is read. `shown` maps the copy back to
+    `path`. IngestError when the copy is not a capture either."""
+    stopped = None
+    try:
+        plain = compressed.decompress(path, compression, tmp)
+    except compressed.NotDecompressed as e:
+        stopped = IngestError(path, f"byte {e.written} of the decompressed capture", e.reason)
+        if not e.written or e.partial is None:
+            return "", path, stopped
+        plain = e.partial
+    shown[plain] = path
+    try:
+        found = kind(plain)
+    except IngestError as e:
+        raise as_given(e, shown) from None
+    if found in MAGIC.values():
+        raise IngestError(path, "byte 0 of the decompressed capture", f"compressed twice ({compression}, then {found})")
+    return found, plain, stopped
+
+
+def as_given(e: IngestError, shown: dict[Path, Path]) -> IngestError:
+    """`e` naming the compressed file as given rather than its decompressed copy."""
+    given = shown.get(e.path)
+    return e if given is None else IngestError(given, f"{e.position} of the decompressed capture", e.reason)

@@ -213,13 +213,14 @@ def ingest(
     jobs: int | None,
     redact: tuple[str, ...],
 ) -> None:
-    """Import mitmproxy flow files (mitmdump -w) and HAR files into a dataset.
+    """Import mitmproxy flow files (mitmdump -w) and HAR files into a dataset, plain or compressed.
 
     \b
     Example:
         converse-tap ingest capture.mitm browser.har --out data/
     An unreadable record, entry or damaged stretch is named with its file and position and costs only itself;
     the rest is kept (exit 1). Exchanges already in the dataset are skipped. A progress bar shows on a terminal.
+    A capture compressed with gzip, bzip2, xz or zstd is decompressed into a temporary file ($TMPDIR) first.
     """
     from ..a2a.redact import Redaction
     from ..ingest import EMPTY, NOT_A_CAPTURE, IngestError, kind

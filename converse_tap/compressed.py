@@ -1,0 +1,96 @@
+"""Compressed captures (a year of `mitmdump -w` files or HAR exports is usually kept as `.gz`, `.bz2` or `.xz`):
+recognised by their magic bytes and decompressed, a megabyte at a time, into a temporary file that ingest then
+reads like any other capture (split among processes, read record by record, damage reported where it is).
+
+The decompressed file is bounded by the disk, not by memory: decompression stops, and says so, before the disk
+holding the temporary directory (`TMPDIR`) falls below `KEEP_FREE`, so that a small file that expands without
+end (a decompression bomb) costs only itself."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import lzma
+import shutil
+import zlib
+from pathlib import Path
+from typing import BinaryIO
+
+from .capturefile import open_regular
+
+try:  # pragma: no cover - which one depends on the Python version (as in a2a/inflate.py)
+    from compression import zstd
+except ImportError:  # pragma: no cover
+    from backports import zstd
+
+# magic bytes -> the name of the compression
+MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
+_STEP = 1 << 20  # bytes decompressed at a time
+_CHECK = 64 << 20  # bytes written between two looks at the disk's free space
+KEEP_FREE = 1 << 30  # bytes of disk left free at least, and a twentieth of the disk
+
+
+class NotDecompressed(Exception):
+    """`reason`: why the file was not (wholly) decompressed; `written`: the bytes decompressed before that, into
+    `partial` (None when nothing was)."""
+
+    def __init__(self, reason: str, written: int = 0, partial: Path | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.written, self.partial = reason, written, partial
+
+
+def compression_of(head: bytes) -> str | None:
+    """The compression whose magic bytes `head` starts with, or None."""
+    for magic, name in MAGIC.items():
+        if head.startswith(magic):
+            return name
+    return None
+
+
+def _opener(name: str, raw: BinaryIO) -> io.BufferedIOBase:
+    if name == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if name == "bzip2":
+        return bz2.BZ2File(raw, "rb")
+    if name == "zstd":
+        return zstd.ZstdFile(raw, "rb")
+    return lzma.LZMAFile(raw, "rb")
+
+
+def _room(folder: Path) -> int:
+    """Bytes that may still be written into `folder`'s disk, keeping KEEP_FREE and a twentieth of it free."""
+    usage = shutil.disk_usage(folder)
+    return usage.free - max(KEEP_FREE, usage.total // 20)
+
+
+def decompress(path: Path, name: str, folder: Path) -> Path:
+    """`path` (compressed with `name`) decompressed into a new file in `folder`. NotDecompressed when it cannot be
+    read to its end (the file left holds what came before the damage) or would take the disk past its reserve."""
+    out = folder / f"{len(list(folder.iterdir())):06d}.capture"
+    written = 0
+    room = _room(folder)
+    with open_regular(path) as raw, open(out, "wb") as dst:
+        src = _opener(name, raw)
+        try:
+            while True:
+                try:
+                    data = src.read(_STEP)
+                except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError, zstd.ZstdError) as e:
+                    raise NotDecompressed(f"the {name} data is damaged ({e})", written, out) from None
+                if not data:
+                    return out
+                if written + len(data) > room:
+                    raise NotDecompressed(
+                        f"decompressed past {written:,} bytes it would leave less than "
+                        f"{max(KEEP_FREE, shutil.disk_usage(folder).total // 20) >> 20:,} MiB free on the disk of "
+                        f"{folder.parent}: decompress it where there is room (or set TMPDIR) and ingest the result",
+                        written,
+                        out,
+                    )
+                dst.write(data)
+                written += len(data)
+                if written % _CHECK < len(data):
+                    room = written + _room(folder)
+        finally:
+            src.close()

@@ -1,0 +1,115 @@
+"""Compressed captures (`.gz`, `.bz2`, `.xz`, `.zst`) are ingested as their plain selves: the same rows, split among
+processes alike; damage and a decompression bomb cost only what follows them, and are named with the file as given."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import tempfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from converse_tap import compressed
+from converse_tap.a2a.redact import TextPolicy
+from converse_tap.cli import cli
+from converse_tap.ingest import ingest
+from converse_tap.store.reader import load
+from tests.test_ingest import _entry, _har
+
+try:
+    from compression import zstd  # type: ignore[import-not-found,unused-ignore]
+except ImportError:
+    from backports import zstd  # type: ignore[no-redef,unused-ignore]
+
+COMPRESS = {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress, "zst": zstd.compress}
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.captures import write_capture
+
+    return write_capture(tmp_path_factory.mktemp("plain") / "capture.mitm", 600)
+
+
+def _rows(root: Path) -> tuple[list[str], list[tuple[str, int]]]:
+    ex = load(root, "exchanges")
+    msgs = load(root, "messages")
+    return sorted(ex["exchange_id"]), sorted(zip(msgs["exchange_id"], msgs["seq"], strict=True))
+
+
+@pytest.fixture(scope="module")
+def reference(plain: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], list[tuple[str, int]]]:
+    out = tmp_path_factory.mktemp("reference") / "out"
+    result = ingest([plain], out, TextPolicy())
+    assert not result.errors and result.exchanges > 500
+    return _rows(out)
+
+
+@pytest.mark.parametrize("suffix", sorted(COMPRESS))
+def test_a_compressed_flow_file_gives_the_rows_of_the_plain_one(
+    plain: Path,
+    reference: tuple[list[str], list[tuple[str, int]]],
+    tmp_path: Path,
+    suffix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where the decompressed copy goes
+    packed = tmp_path / f"capture.mitm.{suffix}"
+    packed.write_bytes(COMPRESS[suffix](plain.read_bytes()))
+    result = ingest([packed], tmp_path / "out", TextPolicy(), jobs=2, part_bytes=256 * 1024)
+    assert not result.errors, result.errors
+    assert _rows(tmp_path / "out") == reference
+    assert list((tmp_path / "tmp").iterdir()) == []  # the decompressed copy is gone
+
+
+def test_a_compressed_har_and_the_cli(tmp_path: Path) -> None:
+    _har(tmp_path / "b.har", [_entry("one"), _entry("two")])
+    packed = tmp_path / "b.har.gz"
+    packed.write_bytes(gzip.compress((tmp_path / "b.har").read_bytes()))
+    r = CliRunner().invoke(cli, ["ingest", str(packed), "--out", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output
+    assert len(load(tmp_path / "out", "exchanges")) == 2
+
+
+def test_a_damaged_compressed_file_keeps_what_came_before_the_damage(plain: Path, tmp_path: Path) -> None:
+    data = gzip.compress(plain.read_bytes())
+    cut = tmp_path / "cut.mitm.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    result = ingest([cut], tmp_path / "out", TextPolicy())
+    assert 100 < result.exchanges < 500
+    assert result.errors and all(e.path == cut for e in result.errors)
+    assert "of the decompressed capture" in result.errors[0].position
+    assert "gzip data is damaged" in result.errors[0].reason
+
+    garbage = tmp_path / "garbage.gz"
+    garbage.write_bytes(b"\x1f\x8b" + b"\x00" * 100)
+    r = CliRunner().invoke(cli, ["ingest", str(garbage), "--out", str(tmp_path / "out2")])
+    assert r.exit_code == 1 and "garbage.gz: byte 0 of the decompressed capture" in r.stderr, r.output
+    assert "Traceback" not in r.output
+
+
+def test_a_decompression_bomb_stops_before_the_disk_fills(
+    plain: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the disk can take is measured as decompression goes; here, as if 2 MiB were left."""
+    monkeypatch.setattr(compressed, "_room", lambda folder: 2 << 20)
+    bomb = tmp_path / "bomb.mitm.xz"
+    bomb.write_bytes(lzma.compress(plain.read_bytes() + b"0" * (64 << 20)))  # 64 MiB of zeros after the flows
+    assert bomb.stat().st_size < 1 << 20
+    result = ingest([bomb], tmp_path / "out", TextPolicy())
+    assert result.exchanges > 100  # the flows within the first 2 MiB
+    assert any("would leave less than" in e.reason and "set TMPDIR" in e.reason for e in result.errors)
+
+
+def test_compressed_twice_or_empty(tmp_path: Path) -> None:
+    twice = tmp_path / "twice.gz"
+    twice.write_bytes(gzip.compress(gzip.compress(b"1:x,")))
+    empty = tmp_path / "empty.gz"
+    empty.write_bytes(gzip.compress(b""))
+    result = ingest([twice, empty], tmp_path / "out", TextPolicy())
+    assert [e.reason for e in result.errors] == ["compressed twice (gzip, then gzip)"]
+    assert result.empty == [empty]
