@@ -3,6 +3,7 @@ contiguous shares of about equal bytes, one per process (read by `ingest`)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,3 +178,24 @@ def as_given(e: IngestError, shown: dict[Path, Path]) -> IngestError:
     """`e` naming the compressed file as given rather than its decompressed copy."""
     given = shown.get(e.path)
     return e if given is None else IngestError(given, f"{e.position} of the decompressed capture", e.reason)
+
+
+def capture_files(args: list[Path], skip: Path | None = None) -> tuple[list[Path], list[IngestError]]:
+    """The files to ingest: each argument, a directory standing for every file under it (sorted by path; hidden
+    files and folders, links to folders and the folder `skip` — the dataset being written — left out), and the
+    folders that could not be listed (named, never passed over in silence)."""
+    files: list[Path] = []
+    errors: list[IngestError] = []
+    skipped = skip.resolve() if skip is not None else None
+
+    def unlisted(e: OSError) -> None:
+        errors.append(IngestError(Path(e.filename or "?"), "directory", f"cannot list it ({e.strerror or e})"))
+
+    for arg in args:
+        if not arg.is_dir():
+            files.append(arg)
+            continue
+        for root, dirs, names in os.walk(arg, onerror=unlisted):  # links to folders are not followed
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and (Path(root) / d).resolve() != skipped)
+            files.extend(Path(root) / n for n in sorted(names) if not n.startswith("."))
+    return files, errors

@@ -113,3 +113,28 @@ def test_compressed_twice_or_empty(tmp_path: Path) -> None:
     result = ingest([twice, empty], tmp_path / "out", TextPolicy())
     assert [e.reason for e in result.errors] == ["compressed twice (gzip, then gzip)"]
     assert result.empty == [empty]
+
+
+def test_a_directory_stands_for_the_captures_under_it(plain: Path, tmp_path: Path) -> None:
+    """A year of captures is a folder of them: every file under it is read (sorted; hidden files, links to folders
+    and the dataset being written left out), and a file that is not a capture is named, the rest ingested."""
+    archive = tmp_path / "archive"
+    (archive / "2026-11").mkdir(parents=True)
+    (archive / "2026-11" / "a.mitm.gz").write_bytes(gzip.compress(plain.read_bytes()))
+    _har(archive / "b.har", [_entry("one"), _entry("two")])
+    (archive / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")
+    (archive / "loop").symlink_to(archive, target_is_directory=True)  # not followed
+    out = archive / "data"  # the dataset inside the folder it is read from
+    r = CliRunner().invoke(cli, ["ingest", str(archive), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    first = len(load(out, "exchanges"))
+    assert first > 500
+    (archive / "notes.txt").write_text("not a capture")
+    r = CliRunner().invoke(cli, ["ingest", str(archive), "--out", str(out)])  # again: nothing new, notes named
+    assert r.exit_code == 1 and f"{archive / 'notes.txt'}: byte 0: not a mitmproxy flow file or HAR" in r.stderr
+    assert ".parquet" not in r.stderr and "_text_policy" not in r.stderr  # the dataset's own files: not read
+    assert len(load(out, "exchanges")) == first
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = CliRunner().invoke(cli, ["ingest", str(empty), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "no file under" in r.stderr

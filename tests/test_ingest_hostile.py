@@ -348,12 +348,14 @@ def test_an_empty_input_is_never_success(tmp_path: Path) -> None:
     assert "ingested 1 flows from 1 file(s)" in proc.stderr
 
 
-def test_a_directory_or_a_symlink_loop_is_a_usage_error(tmp_path: Path) -> None:
+def test_a_symlink_loop_is_a_usage_error_and_in_a_directory_is_named(tmp_path: Path) -> None:
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
-    for arg in (str(tmp_path), str(tmp_path / "loop")):
-        proc = _cli(arg, "--out", str(tmp_path / "out"))
-        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-        assert "Invalid value for 'FILES...'" in proc.stderr
+    proc = _cli(str(tmp_path / "loop"), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "Invalid value for 'FILES...'" in proc.stderr
+    proc = _cli(str(tmp_path), "--out", str(tmp_path / "out"))  # the directory's one file is the loop
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{tmp_path / 'loop'}: byte 0: cannot read it" in proc.stderr
 
 
 # Parallel ingest

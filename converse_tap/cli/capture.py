@@ -175,7 +175,7 @@ def _run_recorder(settings: dict[str, Any], sets: tuple[str, ...], created: Path
 
 
 @cli.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option(
     "--out",
     "out",
@@ -221,10 +221,12 @@ def ingest(
     An unreadable record, entry or damaged stretch is named with its file and position and costs only itself;
     the rest is kept (exit 1). Exchanges already in the dataset are skipped. A progress bar shows on a terminal.
     A capture compressed with gzip, bzip2, xz or zstd is decompressed into a temporary file ($TMPDIR) first.
+    A directory stands for every file under it (hidden ones, links to folders and the dataset itself left out).
     """
     from ..a2a.redact import Redaction
     from ..ingest import EMPTY, NOT_A_CAPTURE, IngestError, kind
     from ..ingest import ingest as run_ingest
+    from ..ingest_plan import capture_files
     from ..ingest_report import forget_dataset, report_lines
     from ..nopandas import without_pandas
     from ..progress import ProgressBar
@@ -235,16 +237,20 @@ def ingest(
         redaction = Redaction.from_patterns(redact)
     except ValueError as e:
         raise UsageError(f"--redact: {e}") from e
+    # a directory stands for the files under it; one that cannot be listed is named, and fails the ingest
+    found, unlisted = capture_files(list(files), None if objstore.is_remote(out) else Path(out))
+    if not found and not unlisted:
+        raise UsageError(f"no file under {', '.join(map(str, files))}: nothing to ingest")
     unreadable: list[IngestError] = []
-    for path in files:
+    for path in found:
         try:
             if kind(path) == "empty":
                 unreadable.append(IngestError(path, "byte 0", EMPTY))
         except IngestError as e:
             unreadable.append(e)
-    if len(unreadable) == len(files):  # nothing to read: nothing is created
-        for err in unreadable:
-            click.echo(safe_line(redaction.log_text(f"Error: {err}")), err=True)
+    for err in unlisted if len(unreadable) < len(found) else unlisted + unreadable:
+        click.echo(safe_line(redaction.log_text(f"Error: {err}")), err=True)
+    if len(unreadable) == len(found):  # nothing to read: nothing is created
         sys.exit(2)
     try:
         existed = is_dataset(out) if objstore.is_remote(out) else Path(out).exists()
@@ -261,7 +267,7 @@ def ingest(
     try:
         with without_pandas():
             result = run_ingest(
-                list(files),
+                found,
                 out,
                 policy,
                 progress=bar,
@@ -286,7 +292,7 @@ def ingest(
             err=True,
         )
         sys.exit(2)
-    if result.errors or result.write_error or result.interrupted:
+    if result.errors or result.write_error or result.interrupted or unlisted:
         sys.exit(1)
 
 
