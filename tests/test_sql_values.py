@@ -76,3 +76,19 @@ def test_csv_text_that_a_spreadsheet_would_run_is_kept_as_text(sample: Path) -> 
     # the JSON formats carry the value itself
     r = invoke("sql", str(sample), query, "--format", "json")
     assert json.loads(r.stdout)[0]["eq"] == '=HYPERLINK("http://evil.test","x")'
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "jsonl", "table"])
+def test_a_name_used_twice_keeps_both_columns(sample: Path, fmt: str) -> None:
+    """`SELECT e.anomalies, m.anomalies` of a join: rows were dicts by name, so one column was lost and the CSV
+    writer stopped with a traceback. The second is named `anomalies_2` (never a name another column has)."""
+    query = "SELECT 1 AS a, 2 AS a, 3 AS a_2, 4 AS a"
+    r = invoke("sql", str(sample), query, "--format", fmt)
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+    if fmt == "csv":
+        assert r.stdout.splitlines() == ["a,a_3,a_2,a_4", "1,2,3,4"]
+    elif fmt == "table":
+        assert "a_3" in r.stdout and "a_4" in r.stdout
+    else:
+        text = r.stdout if fmt == "json" else "[" + r.stdout.strip() + "]"
+        assert json.loads(text) == [{"a": 1, "a_3": 2, "a_2": 3, "a_4": 4}]

@@ -116,13 +116,36 @@ def run_query(engine: Engine, sql: str) -> pa.RecordBatchReader:
     """The query's result as a stream of Arrow batches (never held whole unless the caller does)."""
     check_read_only(sql)
     try:
-        return engine.con.sql(sql).to_arrow_reader(batch_size=10_000)
+        return _unique_names(engine.con.sql(sql).to_arrow_reader(batch_size=10_000))
     except duckdb.PermissionException as e:  # the sandbox of confine()
         raise QueryError(
             f"the query reaches outside the dataset ({str(e).strip()}): it may read the views and nothing else"
         ) from e
     except duckdb.Error as e:
         raise QueryError(str(e).strip()) from e
+
+
+def _unique_names(reader: pa.RecordBatchReader) -> pa.RecordBatchReader:
+    """The reader with each column name used once: a second `anomalies` (a join's `SELECT e.anomalies,
+    m.anomalies`) becomes `anomalies_2`. Rows are dicts by name, so a repeated name lost a column (and crashed the
+    CSV writer); SQL allows it, the outputs cannot."""
+    names = reader.schema.names
+    if len(set(names)) == len(names):
+        return reader
+    used = set(names)  # a column's own name is never given to another
+    seen: set[str] = set()
+    unique: list[str] = []
+    for name in names:
+        new, k = name, 1
+        while new in seen or (new != name and new in used):
+            k += 1
+            new = f"{name}_{k}"
+        seen.add(new)
+        used.add(new)
+        unique.append(new)
+    schema = pa.schema([f.with_name(n) for f, n in zip(reader.schema, unique, strict=True)])
+    batches = (pa.RecordBatch.from_arrays(b.columns, schema=schema) for b in reader)
+    return pa.RecordBatchReader.from_batches(schema, batches)
 
 
 def rows(reader: pa.RecordBatchReader) -> Iterator[dict[str, Any]]:
