@@ -24,6 +24,7 @@ from typing import Any
 from mitmproxy import http
 from mitmproxy.io import har
 
+from .a2a.envelope import clip
 from .a2a.exchange import HttpExchange
 from .addon.flows import DEFAULT_MAX_BODY, PREFIX, exchange_from_flow
 from .capturefile import open_regular
@@ -340,6 +341,7 @@ def exchange(entry: Any, max_body: int = DEFAULT_MAX_BODY, size: int = 0) -> Htt
     else:
         url = None
     flow.id = fid
+    _http_versions(flow, entry, anomalies)
     _times(flow, entry, total, waits, anomalies)
     ex = exchange_from_flow(flow, max_body=max_body, source="ingest", extra_anomalies=anomalies)
     if url is not None:
@@ -351,6 +353,30 @@ def exchange(entry: Any, max_body: int = DEFAULT_MAX_BODY, size: int = 0) -> Htt
         ex.response_body, ex.bytes_out = None, response_big[0]
         ex.anomalies.append(f"response_body_too_large:{response_big[0]}")
     return ex
+
+
+# how HAR writers spell HTTP versions (Chrome `http/2.0` and `h3`, Firefox `HTTP/2`, others `HTTP/2.0`, `h2`):
+# mitmproxy's importer knows three spellings and takes any other, HTTP/1.0 included, for HTTP/1.1
+_VERSIONS = {
+    **dict.fromkeys(("http/1.0", "1.0"), "HTTP/1.0"),
+    **dict.fromkeys(("http/1.1", "1.1"), "HTTP/1.1"),
+    **dict.fromkeys(("http/2", "http/2.0", "h2", "h2c", "2", "2.0"), "HTTP/2"),
+    **dict.fromkeys(("http/3", "http/3.0", "h3", "3", "3.0"), "HTTP/3"),
+}
+
+
+def _http_versions(flow: http.HTTPFlow, entry: dict[str, Any], anomalies: list[str]) -> None:
+    """The request's and response's HTTP versions as the entry states them; one no spelling names keeps mitmproxy's
+    reading and is noted (`har_http_version:<as written>`)."""
+    for side, message in (("request", flow.request), ("response", flow.response)):
+        stated = entry[side].get("httpVersion") if isinstance(entry.get(side), dict) else None
+        if message is None or not isinstance(stated, str) or not stated:
+            continue
+        version = _VERSIONS.get(stated.strip().lower())
+        if version is None:
+            anomalies.append(f"har_http_version:{clip(stated)}")
+        else:
+            message.http_version = version
 
 
 def _without_large_bodies(

@@ -85,6 +85,28 @@ def test_truncated_flow_file_keeps_what_came_before(tmp_path: Path) -> None:
     assert len(load(tmp_path / "out", "exchanges")) == 3
 
 
+def test_har_http_versions_as_each_browser_writes_them(tmp_path: Path) -> None:
+    """mitmproxy's importer knows `http/2.0`, `HTTP/2` and `HTTP/3` and takes any other spelling (Chrome's `h3`,
+    `HTTP/2.0`, `HTTP/1.0`) for HTTP/1.1: the version column was silently wrong."""
+    spelled = {"h3": "HTTP/3", "HTTP/2.0": "HTTP/2", "http/2.0": "HTTP/2", "HTTP/1.0": "HTTP/1.0", "SPDY/3": "HTTP/1.1"}
+    entries = []
+    for i, version in enumerate(spelled):
+        e = _entry(f"v{i}")
+        e["request"]["httpVersion"] = e["response"]["httpVersion"] = version
+        entries.append(e)
+    _har(tmp_path / "v.har", entries)
+    result = ingest([tmp_path / "v.har"], tmp_path / "out", TextPolicy())
+    assert result.exchanges == len(spelled)
+    ex = load(tmp_path / "out", "exchanges").sort_values("ts_start", kind="stable")
+    msgs = load(tmp_path / "out", "messages")
+    order = {t: i for i, t in enumerate(f"v{i}" for i in range(len(spelled)))}
+    by_text = msgs[msgs["direction"] == "request"].set_index("exchange_id")["text"].map(order)
+    got = ex.set_index("exchange_id")["http_version"].sort_index(key=lambda idx: idx.map(by_text)).tolist()
+    assert got == list(spelled.values())
+    spdy = ex.set_index("exchange_id").loc[by_text[by_text == 4].index[0], "anomalies"]
+    assert "har_http_version:SPDY/3" in list(spdy)
+
+
 def test_malformed_har_names_the_entry(tmp_path: Path) -> None:
     _har(tmp_path / "bad.har", [_entry(), {"request": {}}, _entry("another")])
     result = ingest([tmp_path / "bad.har"], tmp_path / "out", TextPolicy())
