@@ -17,7 +17,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -410,7 +410,11 @@ def _without_large_bodies(
 def _times(
     flow: http.HTTPFlow, entry: dict[str, Any], total: float | None, waits: list[float | None], anomalies: list[str]
 ) -> None:
-    start = datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00")).timestamp()
+    started = datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00"))
+    if started.tzinfo is None:  # HAR requires a zone; read as the machine's own, the same file gave other times
+        started = started.replace(tzinfo=timezone.utc)
+        anomalies.append("har_time_without_zone")
+    start = started.timestamp()
     before = sum(max(0.0, w or 0.0) for w in waits)
     flow.request.timestamp_start = start
     flow.request.timestamp_end = start

@@ -1,5 +1,6 @@
 import itertools
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -83,6 +84,27 @@ def test_truncated_flow_file_keeps_what_came_before(tmp_path: Path) -> None:
     (err,) = result.errors
     assert err.path == tmp_path / "cut.mitm" and err.position.startswith("byte ") and "after flow 3" in err.position
     assert len(load(tmp_path / "out", "exchanges")) == 3
+
+
+def test_a_har_time_without_a_zone_is_utc_on_every_machine(tmp_path: Path) -> None:
+    """`datetime.fromisoformat(...).timestamp()` of a naive time uses the machine's zone: the same HAR ingested in
+    New York gave times five hours later than in London."""
+    entry = _entry()
+    entry["startedDateTime"] = "2026-12-01T10:00:00.250"
+    _har(tmp_path / "naive.har", [entry])
+    code = f"""
+from pathlib import Path
+from converse_tap.a2a.redact import TextPolicy
+from converse_tap.ingest import ingest
+from converse_tap.store.reader import load
+ingest([Path({str(tmp_path / "naive.har")!r})], Path({str(tmp_path)!r}) / "out", TextPolicy())
+ex = load(Path({str(tmp_path)!r}) / "out", "exchanges")
+print(ex["ts_start"].iloc[0].isoformat(), list(ex["anomalies"].iloc[0]))
+"""
+    env = {**os.environ, "TZ": "America/New_York"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("2026-12-01T10:00:00.250000+00:00") and "har_time_without_zone" in proc.stdout
 
 
 def test_har_http_versions_as_each_browser_writes_them(tmp_path: Path) -> None:
