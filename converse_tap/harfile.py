@@ -17,7 +17,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -412,7 +412,7 @@ def _times(
 ) -> None:
     started = datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00"))
     if started.tzinfo is None:  # HAR requires a zone; read as the machine's own, the same file gave other times
-        started = started.replace(tzinfo=timezone.utc)
+        started = started.replace(tzinfo=UTC)
         anomalies.append("har_time_without_zone")
     start = started.timestamp()
     before = sum(max(0.0, w or 0.0) for w in waits)
