@@ -26,7 +26,7 @@ from mitmproxy.io import compat, tnetstring
 
 from .a2a.exchange import HttpExchange
 from .addon.flows import DEFAULT_MAX_BODY, PREFIX, exchange_from_state
-from .capturefile import FileBytes, Shrank, opened
+from .capturefile import CHUNK, FileBytes, Shrank, opened
 from .flowstate import BadRecord, checked
 
 _BYTES, _STR, _INT, _FLOAT, _BOOL, _NULL, _LIST, _DICT = b",;#^!~]}"
@@ -372,18 +372,26 @@ def _resync(mm: FileBytes, offset: int, size: int) -> int | None:
 
 
 def _start_of(mm: FileBytes, after: int, end: int, budget: list[int]) -> int | None:
-    """The start (> `after`) of the value whose tag is at `end`: a `<digits>:` whose number is the bytes between."""
+    """The start (> `after`) of the value whose tag is at `end`: a `<digits>:` whose number is the bytes between.
+    (Searched backwards a read at a time: crafted endings make this millions of colons.)"""
     colon = end
-    while (colon := mm.rfind(b":", after + 1, colon)) > after:
-        budget[0] -= 1
-        if budget[0] <= 0:
-            return None
-        run = colon
-        while run > after + 1 and run > colon - 20 and mm[run - 1 : run].isdigit():
-            run -= 1
-        for k in range(colon - run, 0, -1):  # the digits, maybe preceded by others: the longest that fits
-            if int(mm[colon - k : colon]) == end - colon - 1 and colon - k > after:
-                return colon - k
+    while colon > after + 1:
+        data, base = mm.view(max(after + 1, colon - CHUNK), colon)
+        lo = max(after + 1, base)
+        while (at := data.rfind(b":", lo - base, colon - base)) >= 0:
+            colon = base + at
+            budget[0] -= 1
+            if budget[0] <= 0:
+                return None
+            first = max(after + 1, colon - 20)  # the (at most 20) bytes before the colon
+            before = data[first - base : at] if first >= base else mm[first:colon]
+            run = len(before)
+            while run > 0 and 48 <= before[run - 1] <= 57:  # ASCII digits
+                run -= 1
+            for k in range(len(before) - run, 0, -1):  # the digits, maybe preceded by others: the longest that fits
+                if int(before[-k:]) == end - colon - 1:
+                    return colon - k
+        colon = lo
     return None
 
 

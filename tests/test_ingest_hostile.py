@@ -581,3 +581,44 @@ def test_an_entry_of_a_million_headers_is_not_parsed_into_memory(tmp_path: Path)
     assert (result.exchanges, result.skipped) == (1, 2)
     assert "arrays (an object counting as 4)" in result.errors[0].reason
     assert f"request.headers holds more than {harfile.MAX_HEADERS} fields" in result.errors[1].reason
+
+
+def test_the_search_for_a_records_start_reads_back_across_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`_start_of` searches backwards a read at a time (crafted endings make it millions of colons): with reads of
+    16 bytes it finds what a byte-by-byte search of the whole file finds."""
+    import random
+
+    from converse_tap import capturefile, flowfile
+
+    def reference(data: bytes, after: int, end: int, budget: int) -> int | None:
+        colon = end
+        while (colon := data.rfind(b":", after + 1, colon)) > after:
+            budget -= 1
+            if budget <= 0:
+                return None
+            run = colon
+            while run > after + 1 and run > colon - 20 and data[run - 1 : run].isdigit():
+                run -= 1
+            for k in range(colon - run, 0, -1):
+                if int(data[colon - k : colon]) == end - colon - 1:
+                    return colon - k
+        return None
+
+    monkeypatch.setattr(flowfile, "CHUNK", 16)
+    monkeypatch.setattr(capturefile, "CHUNK", 16)
+    rnd = random.Random(5)
+    for trial in range(300):
+        data = bytes(rnd.choice(b"0123456789::,x}") for _ in range(rnd.choice([30, 400])))
+        body = bytes(rnd.choice(b"ab:1") for _ in range(rnd.randint(0, 40)))
+        at = rnd.randint(0, len(data))
+        data = data[:at] + str(len(body)).encode() + b":" + body + data[at:]
+        path = tmp_path / f"{trial}.bin"
+        path.write_bytes(data)
+        with capturefile.opened(path, 0, None) as found:
+            assert found is not None
+            for _ in range(5):
+                end = rnd.randint(1, len(data) - 1)
+                after, budget = rnd.randint(-1, end - 1), rnd.choice([3, 10**9])
+                assert flowfile._start_of(found[0], after, end, [budget]) == reference(data, after, end, budget)
