@@ -15,7 +15,7 @@ import lzma
 import shutil
 import zlib
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .capturefile import open_regular
 
@@ -29,6 +29,10 @@ MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5
 _STEP = 1 << 20  # bytes decompressed at a time
 _CHECK = 64 << 20  # bytes written between two looks at the disk's free space
 KEEP_FREE = 1 << 30  # bytes of disk left free at least, and a twentieth of the disk
+# memory an xz stream may ask of its decoder: its dictionary, which the header sets up to 1.5 GiB and the decoder
+# fills as output goes (a 46 KB file took decompression to 323 MB); xz -9 needs 65 MiB. gzip needs 32 KiB, bzip2
+# about 4 MB, zstd frames past a 128 MiB window are refused by the decoder itself
+XZ_MEMLIMIT = 128 << 20
 
 
 class NotDecompressed(Exception):
@@ -55,7 +59,37 @@ def _opener(name: str, raw: BinaryIO) -> io.BufferedIOBase:
         return bz2.BZ2File(raw, "rb")
     if name == "zstd":
         return zstd.ZstdFile(raw, "rb")
-    return lzma.LZMAFile(raw, "rb")
+    return io.BufferedReader(_Xz(raw))
+
+
+class _Xz(io.RawIOBase):
+    """The streams of an xz file decompressed one after the other, with the decoder's memory bounded
+    (`lzma.LZMAFile` takes no limit)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.decoder = lzma.LZMADecompressor(lzma.FORMAT_XZ, memlimit=XZ_MEMLIMIT)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while True:
+            if self.decoder.eof:  # a stream ended: another may follow
+                data = self.decoder.unused_data or self.raw.read(_STEP)
+                if not data:
+                    return 0
+                self.decoder = lzma.LZMADecompressor(lzma.FORMAT_XZ, memlimit=XZ_MEMLIMIT)
+            elif self.decoder.needs_input:
+                data = self.raw.read(_STEP)
+                if not data:
+                    raise EOFError("the file ends inside an xz stream")
+            else:
+                data = b""
+            out = self.decoder.decompress(data, max_length=len(buffer))
+            if out:
+                buffer[: len(out)] = out
+                return len(out)
 
 
 def _room(folder: Path) -> int:
@@ -76,7 +110,16 @@ def decompress(path: Path, name: str, folder: Path) -> Path:
             while True:
                 try:
                     data = src.read(_STEP)
-                except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError, zstd.ZstdError) as e:
+                except lzma.LZMAError as e:
+                    why = str(e)
+                    if "memory" in why.lower():
+                        why = (
+                            f"its decoder would need more than {XZ_MEMLIMIT >> 20} MiB of memory (the dictionary it "
+                            "declares): decompress it first (xz -d) and ingest the result"
+                        )
+                        raise NotDecompressed(why, written, out) from None
+                    raise NotDecompressed(f"the xz data is damaged ({why})", written, out) from None
+                except (OSError, EOFError, ValueError, zlib.error, zstd.ZstdError) as e:
                     raise NotDecompressed(f"the {name} data is damaged ({e})", written, out) from None
                 if not data:
                     return out

@@ -138,3 +138,22 @@ def test_a_directory_stands_for_the_captures_under_it(plain: Path, tmp_path: Pat
     empty.mkdir()
     r = CliRunner().invoke(cli, ["ingest", str(empty), "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and "no file under" in r.stderr
+
+
+def test_an_xz_stream_cannot_ask_for_a_dictionary_of_gigabytes(plain: Path, tmp_path: Path) -> None:
+    """The dictionary an xz header declares (up to 1.5 GiB) is filled as output goes: a 46 KB file of a 512 MiB
+    dictionary took decompression to 323 MB. Such a stream is refused, saying what to do; streams one after the
+    other (as `cat a.xz b.xz` makes) are read in turn."""
+    big = [{"id": lzma.FILTER_LZMA2, "dict_size": 512 << 20, "mf": lzma.MF_HC3, "preset": 0}]
+    bomb = tmp_path / "bomb.mitm.xz"
+    bomb.write_bytes(lzma.compress(plain.read_bytes()[:4096], format=lzma.FORMAT_XZ, filters=big))
+    result = ingest([bomb], tmp_path / "out", TextPolicy())
+    assert [e.reason for e in result.errors] == [
+        f"its decoder would need more than {compressed.XZ_MEMLIMIT >> 20} MiB of memory (the dictionary it declares): "
+        "decompress it first (xz -d) and ingest the result"
+    ]
+    data = plain.read_bytes()
+    two = tmp_path / "two.mitm.xz"
+    two.write_bytes(lzma.compress(data[: len(data) // 2]) + lzma.compress(data[len(data) // 2 :]))
+    result = ingest([two], tmp_path / "out2", TextPolicy())
+    assert not result.errors and result.exchanges > 500
