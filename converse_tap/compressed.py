@@ -119,7 +119,15 @@ def decompress(path: Path, name: str, folder: Path) -> Path:
                         )
                         raise NotDecompressed(why, written, out) from None
                     raise NotDecompressed(f"the xz data is damaged ({why})", written, out) from None
-                except (OSError, EOFError, ValueError, zlib.error, zstd.ZstdError) as e:
+                except zstd.ZstdError as e:
+                    if "too much memory" in str(e):  # a window past the decoder's 128 MiB
+                        why = (
+                            "its decoder would need more than 128 MiB of memory (the window it declares): "
+                            "decompress it first (zstd -d --long=31) and ingest the result"
+                        )
+                        raise NotDecompressed(why, written, out) from None
+                    raise NotDecompressed(f"the zstd data is damaged ({e})", written, out) from None
+                except (OSError, EOFError, ValueError, zlib.error) as e:
                     raise NotDecompressed(f"the {name} data is damaged ({e})", written, out) from None
                 if not data:
                     return out

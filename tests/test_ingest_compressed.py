@@ -157,3 +157,17 @@ def test_an_xz_stream_cannot_ask_for_a_dictionary_of_gigabytes(plain: Path, tmp_
     two.write_bytes(lzma.compress(data[: len(data) // 2]) + lzma.compress(data[len(data) // 2 :]))
     result = ingest([two], tmp_path / "out2", TextPolicy())
     assert not result.errors and result.exchanges > 500
+
+
+def test_a_zstd_frame_of_a_gigabyte_window_is_refused_saying_what_to_do(tmp_path: Path) -> None:
+    """A frame may declare a window up to 2 GiB (`zstd --long=30`); the decoder refuses past 128 MiB, and ingest says
+    how to read such a file instead of calling it damaged."""
+    params = {zstd.CompressionParameter.window_log: 30, zstd.CompressionParameter.enable_long_distance_matching: 1}
+    huge = tmp_path / "huge.mitm.zst"
+    packer = zstd.ZstdCompressor(options=params)  # streamed: the frame states no content size, only its window
+    huge.write_bytes(packer.compress(b"\0" * (1 << 20), zstd.ZstdCompressor.CONTINUE) + packer.flush())
+    result = ingest([huge], tmp_path / "out", TextPolicy())
+    assert [e.reason for e in result.errors] == [
+        "its decoder would need more than 128 MiB of memory (the window it declares): "
+        "decompress it first (zstd -d --long=31) and ingest the result"
+    ]
