@@ -75,10 +75,13 @@ class _Xz(io.RawIOBase):
 
     def readinto(self, buffer: Any) -> int:
         while True:
-            if self.decoder.eof:  # a stream ended: another may follow
-                data = self.decoder.unused_data or self.raw.read(_STEP)
-                if not data:
-                    return 0
+            if self.decoder.eof:  # a stream ended: another may follow, after stream padding (null bytes)
+                data = self.decoder.unused_data.lstrip(b"\0")
+                while not data:
+                    more = self.raw.read(_STEP)
+                    if not more:
+                        return 0
+                    data = more.lstrip(b"\0")
                 self.decoder = lzma.LZMADecompressor(lzma.FORMAT_XZ, memlimit=XZ_MEMLIMIT)
             elif self.decoder.needs_input:
                 data = self.raw.read(_STEP)
