@@ -142,7 +142,15 @@ def decompress(path: Path, name: str, folder: Path) -> Path:
                         written,
                         out,
                     )
-                dst.write(data)
+                try:
+                    dst.write(data)
+                except OSError as e:  # the disk filled faster than measured, or failed
+                    raise NotDecompressed(
+                        f"its decompressed copy could not be written under {folder.parent} ({e.strerror or e}): "
+                        "decompress it where there is room (or set TMPDIR) and ingest the result",
+                        written,
+                        out,
+                    ) from None
                 written += len(data)
                 if written % _CHECK < len(data):
                     room = written + _room(folder)

@@ -327,9 +327,16 @@ def ingest(
     `redaction` carries the operator's own patterns (`Redaction.from_patterns`); the built-in credential
     shapes are always redacted."""
     result = IngestResult(files=len(paths))
-    with tempfile.TemporaryDirectory(prefix="converse-tap-ingest-") as tmp:
+    with contextlib.ExitStack() as cleanup:
+        made: list[Path] = []
+
+        def tmp() -> Path:  # made at the first compressed capture only, removed at the end
+            if not made:
+                made.append(Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="converse-tap-ingest-"))))
+            return made[0]
+
         try:
-            found = inputs(paths, Path(tmp))
+            found = inputs(paths, tmp)
         except KeyboardInterrupt:  # while decompressing: nothing read yet
             result.interrupted = True
             return result

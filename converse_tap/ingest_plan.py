@@ -1,9 +1,11 @@
-"""How an ingest cuts its input: what kind of capture a file is, and flow files cut at record boundaries into
-contiguous shares of about equal bytes, one per process (read by `ingest`)."""
+"""How an ingest takes its input: the files a directory stands for, what kind of capture each file is (a
+compressed one decompressed first), and flow files cut at record boundaries into contiguous shares of about equal
+bytes, one per process (read by `ingest`)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,14 +131,20 @@ class Inputs:
     shown: dict[Path, Path] = field(default_factory=dict)
 
 
-def inputs(paths: list[Path], tmp: Path) -> Inputs:
-    """What each of `paths` is, compressed captures decompressed into `tmp`."""
+def inputs(paths: list[Path], tmp: Callable[[], Path]) -> Inputs:
+    """What each of `paths` is, compressed captures decompressed into the folder `tmp()` makes (only if one is)."""
     found = Inputs()
     for p in paths:
         try:
             what = kind(p)
             if what in MAGIC.values():
-                what, p, stopped = decompressed(p, what, tmp, found.shown)
+                try:
+                    folder = tmp()
+                except OSError as e:
+                    raise IngestError(
+                        p, "byte 0", f"no temporary folder to decompress it in ({e}): set TMPDIR to a writable one"
+                    ) from None
+                what, p, stopped = decompressed(p, what, folder, found.shown)
                 if stopped is not None:
                     found.errors.append(stopped)
         except IngestError as e:

@@ -172,3 +172,15 @@ def test_a_zstd_frame_of_a_gigabyte_window_is_refused_saying_what_to_do(tmp_path
         "its decoder would need more than 128 MiB of memory (the window it declares): "
         "decompress it first (zstd -d --long=31) and ingest the result"
     ]
+
+
+def test_without_a_usable_temporary_folder_only_compressed_captures_are_refused(
+    plain: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    packed = tmp_path / "c.mitm.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()[:50_000]))
+    result = ingest([packed, plain], tmp_path / "out", TextPolicy())
+    assert result.exchanges > 500  # the plain capture never needed the folder
+    assert [(e.path, e.position) for e in result.errors] == [(packed, "byte 0")]
+    assert "set TMPDIR to a writable one" in result.errors[0].reason
