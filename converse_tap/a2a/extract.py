@@ -363,7 +363,9 @@ def failed_extraction(
         anomalies=[*ex.anomalies, f"extraction_failed:{type(error).__name__}"],
         **trace_columns(ex.request_headers, ex.id),
     )
-    return Extraction(row)
+    out = Extraction(row)
+    bound_keys(out)  # the agent under the key its other exchanges have
+    return out
 
 
 def _final(doc: Any) -> bool:
