@@ -356,11 +356,12 @@ def exchange(entry: Any, max_body: int = DEFAULT_MAX_BODY, size: int = 0) -> Htt
 
 
 # how HAR writers spell HTTP versions (Chrome `http/2.0` and `h3`, Firefox `HTTP/2`, others `HTTP/2.0`, `h2`):
-# mitmproxy's importer knows three spellings and takes any other, HTTP/1.0 included, for HTTP/1.1
+# mitmproxy's importer knows three spellings and takes any other, HTTP/1.0 included, for HTTP/1.1. Each is stored
+# as mitmproxy's proxy itself names it (`HTTP/2.0`, `HTTP/3`), so that live, flow-file and HAR rows agree
 _VERSIONS = {
     **dict.fromkeys(("http/1.0", "1.0"), "HTTP/1.0"),
     **dict.fromkeys(("http/1.1", "1.1"), "HTTP/1.1"),
-    **dict.fromkeys(("http/2", "http/2.0", "h2", "h2c", "2", "2.0"), "HTTP/2"),
+    **dict.fromkeys(("http/2", "http/2.0", "h2", "h2c", "2", "2.0"), "HTTP/2.0"),
     **dict.fromkeys(("http/3", "http/3.0", "h3", "3", "3.0"), "HTTP/3"),
 }
 

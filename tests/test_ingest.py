@@ -109,8 +109,15 @@ print(ex["ts_start"].iloc[0].isoformat(), list(ex["anomalies"].iloc[0]))
 
 def test_har_http_versions_as_each_browser_writes_them(tmp_path: Path) -> None:
     """mitmproxy's importer knows `http/2.0`, `HTTP/2` and `HTTP/3` and takes any other spelling (Chrome's `h3`,
-    `HTTP/2.0`, `HTTP/1.0`) for HTTP/1.1: the version column was silently wrong."""
-    spelled = {"h3": "HTTP/3", "HTTP/2.0": "HTTP/2", "http/2.0": "HTTP/2", "HTTP/1.0": "HTTP/1.0", "SPDY/3": "HTTP/1.1"}
+    `HTTP/2.0`, `HTTP/1.0`) for HTTP/1.1: the version column was silently wrong. Versions are stored as the live
+    proxy names them (`HTTP/2.0`), so that HAR, flow-file and live rows agree."""
+    spelled = {
+        "h3": "HTTP/3",
+        "HTTP/2": "HTTP/2.0",
+        "http/2.0": "HTTP/2.0",
+        "HTTP/1.0": "HTTP/1.0",
+        "SPDY/3": "HTTP/1.1",
+    }
     entries = []
     for i, version in enumerate(spelled):
         e = _entry(f"v{i}")
