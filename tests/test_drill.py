@@ -315,3 +315,17 @@ def test_show_prints_the_trace_each_message_joins(sample: Path) -> None:
     assert all(m["span_id"] in spans and spans[m["span_id"]] == m["trace_id"] for m in t["messages"])
     first_poll = next(m for m in t["messages"] if m["message_id"] == "a1")
     assert f"trace {first_poll['trace_id']} span {first_poll['span_id']}" in invoke("show", str(sample), "c1").stdout
+
+
+def test_transcript_times_read_the_same_with_or_without_a_fraction() -> None:
+    """isoformat leaves out a zero fraction: cut at 23 characters, `…23:00:00+00:00` read `23:00:00+00:`."""
+    from converse_tap.analysis.transcript import transcript_text
+
+    def message(at: str) -> dict[str, object]:
+        return {"role": "agent", "kind": "message", "author": None, "at": at, "text": "hi", "envelope": None}
+
+    t = {"conversation": "c", "agents": ["a"], "replies": 2, "first_seen": None, "last_seen": None}
+    text = transcript_text(
+        {**t, "messages": [message("1999-12-31T23:00:00+00:00"), message("2026-01-02T03:04:05.678901+00:00")]}
+    )
+    assert "[1999-12-31 23:00:00] agent: hi" in text and "[2026-01-02 03:04:05.678] agent: hi" in text

@@ -236,7 +236,8 @@ def transcript_text(t: dict[str, Any]) -> str:
             who += f" (by {m['author']})"
         if m["kind"] == "artifact":
             who = "artifact" + (f" {m['artifact_name']}" if m.get("artifact_name") else "")
-        when = (m["at"] or "")[:23].replace("T", " ")
+        at = m["at"] or ""  # ISO 8601: milliseconds when it has a fraction (isoformat leaves out .000000)
+        when = (at[:19] + (at[19:23] if at[19:20] == "." else "")).replace("T", " ")
         # the text keeps its line breaks (indented under its message); nothing else from the wire may break a line
         body = safe_text(m["text"]).replace("\n", "\n    ") if m["text"] is not None else "(no text)"
         lines.append(f"{safe_line(f'[{when}] {who}')}: {body}")
