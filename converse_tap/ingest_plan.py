@@ -203,6 +203,8 @@ def capture_files(args: list[Path], skip: Path | None = None) -> tuple[list[Path
         if not arg.is_dir():
             files.append(arg)
             continue
+        if skipped is not None and (arg.resolve() == skipped or skipped in arg.resolve().parents):
+            continue  # the dataset itself (or a folder of it) named as input: its files are no captures
         for root, dirs, names in os.walk(arg, onerror=unlisted):  # links to folders are not followed
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and (Path(root) / d).resolve() != skipped)
             files.extend(Path(root) / n for n in sorted(names) if not n.startswith("."))

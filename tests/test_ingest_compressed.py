@@ -134,6 +134,8 @@ def test_a_directory_stands_for_the_captures_under_it(plain: Path, tmp_path: Pat
     assert r.exit_code == 1 and f"{archive / 'notes.txt'}: byte 0: not a mitmproxy flow file or HAR" in r.stderr
     assert ".parquet" not in r.stderr and "_text_policy" not in r.stderr  # the dataset's own files: not read
     assert len(load(out, "exchanges")) == first
+    r = CliRunner().invoke(cli, ["ingest", str(out), "--out", str(out)])  # the dataset as its own input
+    assert r.exit_code == 2 and f"no file under {out}" in r.stderr, r.output
     empty = tmp_path / "empty"
     empty.mkdir()
     r = CliRunner().invoke(cli, ["ingest", str(empty), "--out", str(tmp_path / "o")])

@@ -240,7 +240,10 @@ def ingest(
     # a directory stands for the files under it; one that cannot be listed is named, and fails the ingest
     found, unlisted = capture_files(list(files), None if objstore.is_remote(out) else Path(out))
     if not found and not unlisted:
-        raise UsageError(f"no file under {', '.join(map(str, files))}: nothing to ingest")
+        raise UsageError(
+            f"no file under {', '.join(map(str, files))}: nothing to ingest (hidden files, links to folders and "
+            "the dataset being written are left out)"
+        )
     unreadable: list[IngestError] = []
     for path in found:
         try:
