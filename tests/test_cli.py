@@ -164,7 +164,11 @@ def test_check_json_and_per_agent(sample: Path) -> None:
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [([], "give at least one threshold"), (["--max-human-share", "2"], "2.0 is not in the range 0<=x<=1")],
+    [
+        ([], "give at least one threshold"),
+        (["--max-human-share", "2"], "2.0 is not in the range 0<=x<=1"),
+        (["--max-unanswered-share", "nan"], "'nan' is not a number between 0 and 1"),  # failed every check (1)
+    ],
 )
 def test_check_usage_errors_exit_2(sample: Path, args: list[str], message: str) -> None:
     r = invoke("check", str(sample), *args)

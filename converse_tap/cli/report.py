@@ -126,12 +126,29 @@ def report(
         sys.exit(NOTHING_MEASURED)
 
 
+class _Share(click.FloatRange):
+    """A share between 0 and 1; NaN, which compares false with both bounds, is refused too (it made every
+    threshold fail, "<= nan%")."""
+
+    def __init__(self) -> None:
+        super().__init__(0, 1)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        share = super().convert(value, param, ctx)
+        if share != share:
+            self.fail(f"{value!r} is not a number between 0 and 1", param, ctx)
+        return share
+
+
+SHARE = _Share()
+
+
 @cli.command()
 @click.argument("dataset", type=DATASET)
-@click.option("--max-unanswered-share", type=click.FloatRange(0, 1), help="Fail above this share of unanswered turns.")
-@click.option("--min-answered-share", type=click.FloatRange(0, 1), help="Fail below this share of answered turns.")
-@click.option("--max-abandonment-rate", type=click.FloatRange(0, 1), help="Fail above this routine abandonment rate.")
-@click.option("--max-human-share", type=click.FloatRange(0, 1), help="Fail above this share of human-written replies.")
+@click.option("--max-unanswered-share", type=SHARE, help="Fail above this share of unanswered turns.")
+@click.option("--min-answered-share", type=SHARE, help="Fail below this share of answered turns.")
+@click.option("--max-abandonment-rate", type=SHARE, help="Fail above this routine abandonment rate.")
+@click.option("--max-human-share", type=SHARE, help="Fail above this share of human-written replies.")
 @click.option("--no-anomalies", is_flag=True, help="Fail on any conformance anomaly.")
 @click.option("--per-agent", is_flag=True, help="Apply the shares and rates to every agent on its own.")
 @click.option(
