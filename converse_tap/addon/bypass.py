@@ -18,8 +18,8 @@ MAX_WARNED = 100
 
 def endpoint(url: str) -> tuple[str | None, int | None] | None:
     """(host, port) of a URL, or None when its port is not one (`:99999` in a card: `.port` raises)."""
-    parts = urlsplit(url)
-    try:
+    try:  # urlsplit itself raises on `http://[::1/`
+        parts = urlsplit(url)
         return parts.hostname, parts.port or _PORTS.get(parts.scheme)
     except ValueError:
         return None

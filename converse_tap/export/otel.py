@@ -41,7 +41,10 @@ def check_endpoint(endpoint: str) -> str | None:
     """Why an endpoint cannot be used, or None."""
     from urllib.parse import urlsplit
 
-    parts = urlsplit(endpoint.strip())
+    try:
+        parts = urlsplit(endpoint.strip())
+    except ValueError as e:  # `http://[::1`: a bracket never closed
+        return f"{endpoint!r} is not a URL ({e}); give e.g. http://127.0.0.1:4318 (an OTLP/HTTP collector)"
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return f"{endpoint!r} is not an http(s) URL; give e.g. http://127.0.0.1:4318 (an OTLP/HTTP collector)"
     try:

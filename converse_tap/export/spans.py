@@ -62,6 +62,19 @@ def _ns(micros: Any) -> int | None:
     return None if micros is None else int(micros) * 1000
 
 
+def _endpoint(url: str) -> tuple[str | None, int | None]:
+    """Host and port of an agent URL; (None, None) for one the standard parser refuses (a stored URL flagged
+    `url_malformed`, such as `http://[::1/a2a`, made urlsplit raise)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None, None
+    try:
+        return parts.hostname, parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+    except ValueError:  # a port past 65535
+        return parts.hostname, None
+
+
 def _put(attrs: dict[str, Any], key: str, value: Any) -> None:
     if value is not None:
         attrs[key] = value
@@ -126,12 +139,8 @@ def build_span(
     _put(attrs, "http.response.status_code", row.get("status_code"))
     _put(attrs, "http.request.method", row.get("http_method"))
     if row.get("agent_url"):
-        parts = urlsplit(row["agent_url"])
-        _put(attrs, "server.address", parts.hostname)
-        try:
-            port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
-        except ValueError:
-            port = None
+        host, port = _endpoint(row["agent_url"])
+        _put(attrs, "server.address", host)
         _put(attrs, "server.port", port)
     _put(attrs, "gen_ai.agent.name", agent_name)
     _put(attrs, "gen_ai.agent.id", row.get("agent_id"))

@@ -96,9 +96,14 @@ def test_export_otlp_to_a_failing_collector_exits_1(golden: Path) -> None:
     assert col.requests  # it did try
 
 
-def test_export_otlp_bad_endpoint_is_a_usage_error(golden: Path) -> None:
-    r = CliRunner().invoke(cli, ["export", "otlp", str(golden), "--endpoint", "localhost:4318"])
-    assert r.exit_code == 2 and "not an http(s) URL" in r.stderr
+@pytest.mark.parametrize(
+    ("endpoint", "message"),
+    [("localhost:4318", "not an http(s) URL"), ("http://[::1", "is not a URL (Invalid IPv6 URL)")],  # (a traceback)
+)
+def test_export_otlp_bad_endpoint_is_a_usage_error(golden: Path, endpoint: str, message: str) -> None:
+    r = CliRunner().invoke(cli, ["export", "otlp", str(golden), "--endpoint", endpoint])
+    assert r.exit_code == 2 and message in r.stderr, r.output
+    assert isinstance(r.exception, SystemExit)  # not a ValueError from urlsplit
 
 
 def test_a_version_1_dataset_backfills_with_the_ids_a_version_2_recorder_would_store() -> None:

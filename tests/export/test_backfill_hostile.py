@@ -21,16 +21,24 @@ def _start_at_limits(t: pa.Table) -> pa.Table:
     return t.set_column(t.schema.get_field_index("ts_start"), ts, raw.cast(ts.type))
 
 
-@pytest.mark.parametrize("kind", ["nulls", "limits"])
+def _malformed_urls(t: pa.Table) -> pa.Table:
+    """Agent URLs the recorder keeps as written (flagged `url_malformed`) and urlsplit refuses."""
+    bad = ["http://[::1/a2a" if i % 2 else "http://h:99999/a2a" for i in range(len(t))]
+    return t.set_column(t.schema.get_field_index("agent_url"), t.schema.field("agent_url"), pa.array(bad, pa.string()))
+
+
+@pytest.mark.parametrize("kind", ["nulls", "limits", "urls"])
 def test_every_span_is_sent_and_accepted(sample: Path, tmp_path: Path, kind: str) -> None:
     root = tmp_path / "data"
     shutil.copytree(sample, root)
     if kind == "nulls":
         _tamper(root, "exchanges", _all_null)
         _tamper(root, "messages", _all_null)
-    else:
+    elif kind == "limits":
         _tamper(root, "exchanges", _start_at_limits)
         _tamper(root, "messages", _limits)
+    else:  # a ValueError from urlsplit stopped the export
+        _tamper(root, "exchanges", _malformed_urls)
     with Collector() as collector:
         r = invoke("export", "otlp", str(root), "--endpoint", collector.url)
         assert r.exit_code == 0, r.stderr
