@@ -64,10 +64,14 @@ def parse(url: str) -> Remote:
     """`s3://BUCKET/PREFIX` -> Remote; a ValueError says what is wrong with any other text."""
     if not is_remote(url):
         raise ValueError(f"{url!r} is not an s3://BUCKET/PREFIX address")
-    parts = urlsplit(url)
+    what = f"{url!r} is not an s3://BUCKET/PREFIX address (a bucket name, then an optional prefix)"
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # `s3://[bucket`: urlsplit's "Invalid IPv6 URL" says nothing of what is wanted
+        raise ValueError(what) from None
     bucket, prefix = parts.netloc, parts.path.strip("/")
     if not bucket or parts.query or parts.fragment or "@" in bucket:
-        raise ValueError(f"{url!r} is not an s3://BUCKET/PREFIX address (a bucket name, then an optional prefix)")
+        raise ValueError(what)
     if any(seg in ("", ".", "..") for seg in prefix.split("/")) and prefix:
         raise ValueError(f"{url!r}: the prefix has an empty, '.' or '..' segment")
     return Remote(bucket, prefix)
