@@ -22,8 +22,12 @@ class NotRegular(OSError):
 
 
 def open_regular(path: Path) -> BinaryIO:
-    """`open(path, "rb")`, refusing anything but a regular file without blocking on it (O_NONBLOCK: a FIFO
-    with no writer opens at once instead of waiting, and is then refused)."""
+    """`open(path, "rb")`, refusing anything but a regular file without blocking on it. What it names is looked at
+    before it is opened (opening a device acts: `/dev/watchdog` arms a reboot, a tape rewinds), and again once
+    opened (O_NONBLOCK: a FIFO put there in between opens at once instead of waiting, and is then refused)."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise NotRegular(path, file_kind(mode))
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         mode = os.fstat(fd).st_mode

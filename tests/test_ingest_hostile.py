@@ -622,3 +622,16 @@ def test_the_search_for_a_records_start_reads_back_across_reads(
                 end = rnd.randint(1, len(data) - 1)
                 after, budget = rnd.randint(-1, end - 1), rnd.choice([3, 10**9])
                 assert flowfile._start_of(found[0], after, end, [budget]) == reference(data, after, end, budget)
+
+
+def test_a_device_is_refused_without_being_opened(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening a device acts (`/dev/watchdog` arms a reboot, a tape rewinds): what a path names is looked at first,
+    and `ingest /dev` or a device inside a directory of captures is refused unopened."""
+    from converse_tap import capturefile
+
+    opened: list[str] = []
+    real = os.open
+    monkeypatch.setattr(capturefile.os, "open", lambda path, *a, **k: opened.append(str(path)) or real(path, *a, **k))
+    with pytest.raises(capturefile.NotRegular) as caught:
+        capturefile.open_regular(Path("/dev/null"))
+    assert caught.value.what == "a character device" and opened == []
