@@ -285,7 +285,13 @@ def schema_problem(schema: pa.Schema, table: str) -> str | None:
 
 def open_regular(path: Path) -> int:
     """A descriptor of `path` when it is a regular file (not a symlink, FIFO, device or directory: a FIFO would
-    block its reader for ever); ForeignJournal says what it is otherwise."""
+    block its reader for ever); ForeignJournal says what it is otherwise. What the path names is looked at before
+    it is opened (opening a device acts), and again once opened."""
+    mode = os.lstat(path).st_mode
+    if stat.S_ISLNK(mode):
+        raise ForeignJournal("a symbolic link")
+    if not stat.S_ISREG(mode):
+        raise ForeignJournal(file_kind(mode))
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as e:

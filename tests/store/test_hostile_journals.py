@@ -193,3 +193,18 @@ def test_writers_never_write_through_a_journal_folder_that_is_not_theirs(tmp_pat
     writer.write(CaptureGap("backlog_full", 1, 100, None, None))  # a folder of its own again: both rows written
     writer.close()
     assert len(load(fine, "capture_gaps")) == 2
+
+
+def test_a_device_named_like_a_dataset_file_is_refused_unopened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A journal, salt or text-policy file that is a device was opened (non-blocking) before it was refused;
+    opening a device acts (`/dev/watchdog` arms a reboot)."""
+    from converse_tap.store import files
+
+    opened: list[str] = []
+    real = os.open
+    monkeypatch.setattr(files.os, "open", lambda path, *a, **k: opened.append(str(path)) or real(path, *a, **k))
+    with pytest.raises(files.ForeignJournal, match="character device"):
+        files.open_regular(Path("/dev/null"))
+    assert opened == []
