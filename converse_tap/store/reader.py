@@ -275,6 +275,8 @@ class Journals:
 def writer_alive(directory: Path) -> bool:
     """Whether a writer holds the lock of its journal directory (a shared lock is refused while it lives)."""
     try:
+        if not stat.S_ISREG(os.lstat(directory / "lock").st_mode):  # a device is not opened: opening one acts
+            return False
         fd = os.open(directory / "lock", os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)  # a FIFO would block
     except OSError:
         return False  # no lock file: no writer ever locked it, or it is being removed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
@@ -36,6 +37,8 @@ def recover(root: str | Path, journal_dir: Path | None = None, errors: list[str]
             continue
         lock = d / "lock"
         try:  # never a FIFO's open that waits for a writer, never through a symlink; a writer made the lock first
+            if lock.is_symlink() or (lock.exists() and not lock.is_file()):  # nor a device's: opening one acts
+                raise OSError(errno.EPERM, "not a regular file")
             fd = os.open(lock, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except FileNotFoundError:
             log.warning("converse-tap: skipped %s: no lock file, not a writer's journal directory; left in place", d)

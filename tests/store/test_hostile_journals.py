@@ -208,3 +208,29 @@ def test_a_device_named_like_a_dataset_file_is_refused_unopened(
     with pytest.raises(files.ForeignJournal, match="character device"):
         files.open_regular(Path("/dev/null"))
     assert opened == []
+
+
+def test_a_device_as_a_writers_lock_is_never_opened(
+    killed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`recover` opened a dead writer's lock for writing, `report` for reading: a device there was opened (for
+    writing, /dev/watchdog arms a reboot). It is named and its folder left, unopened."""
+    import stat
+
+    from converse_tap.store import reader, recovery
+
+    root = tmp_path / "data"
+    d = _dead_writer(killed, root)
+    (d / "lock").unlink()
+    try:
+        os.mknod(d / "lock", stat.S_IFCHR | 0o600, os.makedev(1, 3))  # the null device
+    except PermissionError:
+        pytest.skip("making a device node needs CAP_MKNOD")
+    opened: list[str] = []
+    real = os.open
+    spy = lambda path, *a, **k: opened.append(str(path)) or real(path, *a, **k)  # noqa: E731
+    monkeypatch.setattr(reader.os, "open", spy)
+    monkeypatch.setattr(recovery.os, "open", spy)
+    assert not reader.writer_alive(d)
+    assert sum(recover(root).values()) == 0
+    assert str(d / "lock") not in opened and (d / "lock").exists()
