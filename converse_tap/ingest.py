@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import signal
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, wait
@@ -35,9 +34,9 @@ from .ingest_plan import (
     Inputs,
     Part,
     as_given,
-    inputs,
     kind,
     plan,
+    prepared,
     split_flow_file,
 )
 from .nopandas import keep_pandas_out
@@ -327,26 +326,18 @@ def ingest(
     `redaction` carries the operator's own patterns (`Redaction.from_patterns`); the built-in credential
     shapes are always redacted."""
     result = IngestResult(files=len(paths))
-    with contextlib.ExitStack() as cleanup:
-        made: list[Path] = []
-
-        def tmp() -> Path:  # made at the first compressed capture only, removed at the end
-            if not made:
-                made.append(Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="converse-tap-ingest-"))))
-            return made[0]
-
-        try:
-            found = inputs(paths, tmp)
-        except KeyboardInterrupt:  # while decompressing: nothing read yet
-            result.interrupted = True
-            return result
-        result.errors, result.empty = found.errors, found.empty
-        result = _ingest(found, out, policy, max_body, progress, jobs, part_bytes, redaction, journal_dir, result)
-        result.errors = [as_given(e, found.shown) for e in result.errors]  # the files as given, not their copies
+    try:
+        with prepared(paths) as found:  # compressed captures decompressed into a temporary folder
+            result.errors, result.empty = found.errors, found.empty
+            if found.read:
+                result = _read(found, out, policy, max_body, progress, jobs, part_bytes, redaction, journal_dir, result)
+            result.errors = [as_given(e, found.shown) for e in result.errors]  # the files as given, not their copies
+    except KeyboardInterrupt:  # while decompressing (reading takes Ctrl-C between two exchanges)
+        result.interrupted = True
     return result
 
 
-def _ingest(
+def _read(
     found: Inputs,
     out: str | Path,
     policy: TextPolicy,
@@ -358,8 +349,6 @@ def _ingest(
     journal_dir: Path | None,
     result: IngestResult,
 ) -> IngestResult:
-    if not found.read:
-        return result
     total = sum(p.stat().st_size for p in found.read)
     known = dataset_ids(out)
     groups = plan(found.read, found.kinds, jobs, part_bytes)

@@ -5,7 +5,9 @@ bytes, one per process (read by `ingest`)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,6 +158,21 @@ def inputs(paths: list[Path], tmp: Callable[[], Path]) -> Inputs:
             found.read.append(p)
             found.kinds[p] = what
     return found
+
+
+@contextmanager
+def prepared(paths: list[Path]) -> Iterator[Inputs]:
+    """`inputs(paths)`, the decompressed copies in a temporary folder made at the first compressed capture (never,
+    without one) and removed on exit."""
+    with ExitStack() as cleanup:
+        made: list[Path] = []
+
+        def tmp() -> Path:
+            if not made:
+                made.append(Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="converse-tap-ingest-"))))
+            return made[0]
+
+        yield inputs(paths, tmp)
 
 
 def decompressed(
