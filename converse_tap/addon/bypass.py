@@ -7,22 +7,12 @@ new URLs: remembering each would grow the worker's memory, and its log, without 
 from __future__ import annotations
 
 import logging
-from urllib.parse import urlsplit
 
 from ..a2a.extract import Extraction
+from ..a2a.urls import host_port
 
 log = logging.getLogger("converse_tap.worker")
-_PORTS = {"http": 80, "https": 443}
 MAX_WARNED = 100
-
-
-def endpoint(url: str) -> tuple[str | None, int | None] | None:
-    """(host, port) of a URL, or None when its port is not one (`:99999` in a card: `.port` raises)."""
-    try:  # urlsplit itself raises on `http://[::1/`
-        parts = urlsplit(url)
-        return parts.hostname, parts.port or _PORTS.get(parts.scheme)
-    except ValueError:
-        return None
 
 
 class BypassCheck:
@@ -41,11 +31,11 @@ class BypassCheck:
                 log.exception("converse-tap: the reverse-mode card check failed (logged once)")
 
     def _check(self, ext: Extraction) -> None:
-        agent = endpoint(ext.exchange["url"] or "")
+        agent = host_port(ext.exchange["url"] or "")
         for card in ext.agent_cards:
             for interface in card["interfaces"] or []:
                 url = interface.get("url") or ""
-                if agent is None or endpoint(url) != agent:
+                if agent[1] is None or host_port(url) != agent:  # (a port that is none: never the agent)
                     continue
                 key = (card["url"], url)
                 if key in self.warned or len(self.warned) > MAX_WARNED:

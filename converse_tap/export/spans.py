@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
+from ..a2a import urls
 from ..a2a.extract import agent_of
 from ..a2a.traceparent import own_trace_id, span_id_for
 
@@ -60,19 +60,6 @@ def card_agents(card: dict[str, Any]) -> list[str]:
 
 def _ns(micros: Any) -> int | None:
     return None if micros is None else int(micros) * 1000
-
-
-def _endpoint(url: str) -> tuple[str | None, int | None]:
-    """Host and port of an agent URL; (None, None) for one the standard parser refuses (a stored URL flagged
-    `url_malformed`, such as `http://[::1/a2a`, made urlsplit raise)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return None, None
-    try:
-        return parts.hostname, parts.port or {"https": 443, "http": 80}.get(parts.scheme)
-    except ValueError:  # a port past 65535
-        return parts.hostname, None
 
 
 def _put(attrs: dict[str, Any], key: str, value: Any) -> None:
@@ -139,7 +126,7 @@ def build_span(
     _put(attrs, "http.response.status_code", row.get("status_code"))
     _put(attrs, "http.request.method", row.get("http_method"))
     if row.get("agent_url"):
-        host, port = _endpoint(row["agent_url"])
+        host, port = urls.host_port(row["agent_url"])  # the lenient parser: never raises on a stored URL
         _put(attrs, "server.address", host)
         _put(attrs, "server.port", port)
     _put(attrs, "gen_ai.agent.name", agent_name)
