@@ -17,12 +17,8 @@ import zlib
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from .a2a.inflate import zstd  # the module mitmproxy itself uses (compression.zstd or its backport)
 from .capturefile import open_regular
-
-try:  # pragma: no cover - which one depends on the Python version (as in a2a/inflate.py)
-    from compression import zstd
-except ImportError:  # pragma: no cover
-    from backports import zstd
 
 # magic bytes -> the name of the compression
 MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
@@ -95,6 +91,22 @@ class _Xz(io.RawIOBase):
                 return len(out)
 
 
+# what the xz and zstd decoders say of a stream that asks for more memory than they allow (the xz decoder's limit
+# is XZ_MEMLIMIT, the zstd decoder's own is the same 128 MiB), what the stream declares, and what to run instead
+_TOO_BIG = {"xz": ("memory", "the dictionary", "xz -d"), "zstd": ("too much memory", "the window", "zstd -d --long=31")}
+
+
+def _unread(name: str, e: Exception) -> str:
+    """Why the decoder of `name` stopped with `e`."""
+    said, what, command = _TOO_BIG.get(name, ("", "", ""))
+    if said and said in str(e).lower():
+        return (
+            f"its decoder would need more than {XZ_MEMLIMIT >> 20} MiB of memory ({what} it declares): "
+            f"decompress it first ({command}) and ingest the result"
+        )
+    return f"the {name} data is damaged ({e})"
+
+
 def _room(folder: Path) -> int:
     """Bytes that may still be written into `folder`'s disk, keeping KEEP_FREE and a twentieth of it free."""
     usage = shutil.disk_usage(folder)
@@ -113,25 +125,8 @@ def decompress(path: Path, name: str, folder: Path) -> Path:
             while True:
                 try:
                     data = src.read(_STEP)
-                except lzma.LZMAError as e:
-                    why = str(e)
-                    if "memory" in why.lower():
-                        why = (
-                            f"its decoder would need more than {XZ_MEMLIMIT >> 20} MiB of memory (the dictionary it "
-                            "declares): decompress it first (xz -d) and ingest the result"
-                        )
-                        raise NotDecompressed(why, written, out) from None
-                    raise NotDecompressed(f"the xz data is damaged ({why})", written, out) from None
-                except zstd.ZstdError as e:
-                    if "too much memory" in str(e):  # a window past the decoder's 128 MiB
-                        why = (
-                            "its decoder would need more than 128 MiB of memory (the window it declares): "
-                            "decompress it first (zstd -d --long=31) and ingest the result"
-                        )
-                        raise NotDecompressed(why, written, out) from None
-                    raise NotDecompressed(f"the zstd data is damaged ({e})", written, out) from None
-                except (OSError, EOFError, ValueError, zlib.error) as e:
-                    raise NotDecompressed(f"the {name} data is damaged ({e})", written, out) from None
+                except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError, zstd.ZstdError) as e:
+                    raise NotDecompressed(_unread(name, e), written, out) from None
                 if not data:
                     return out
                 if written + len(data) > room:
