@@ -6,6 +6,7 @@ import errno
 import fcntl
 import logging
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -37,7 +38,7 @@ def recover(root: str | Path, journal_dir: Path | None = None, errors: list[str]
             continue
         lock = d / "lock"
         try:  # never a FIFO's open that waits for a writer, never through a symlink; a writer made the lock first
-            if lock.is_symlink() or (lock.exists() and not lock.is_file()):  # nor a device's: opening one acts
+            if not stat.S_ISREG(os.lstat(lock).st_mode):  # nor a device's: opening one acts
                 raise OSError(errno.EPERM, "not a regular file")
             fd = os.open(lock, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except FileNotFoundError:
