@@ -9,6 +9,7 @@ end (a decompression bomb) costs only itself."""
 from __future__ import annotations
 
 import bz2
+import errno
 import gzip
 import io
 import lzma
@@ -33,11 +34,11 @@ XZ_MEMLIMIT = 128 << 20
 
 class NotDecompressed(Exception):
     """`reason`: why the file was not (wholly) decompressed; `written`: the bytes decompressed before that, into
-    `partial` (None when nothing was)."""
+    `partial` (None when nothing was); `room`: it stopped for the disk's reserve, not for damage."""
 
-    def __init__(self, reason: str, written: int = 0, partial: Path | None = None) -> None:
+    def __init__(self, reason: str, written: int = 0, partial: Path | None = None, room: bool = False) -> None:
         super().__init__(reason)
-        self.reason, self.written, self.partial = reason, written, partial
+        self.reason, self.written, self.partial, self.room = reason, written, partial, room
 
 
 def compression_of(head: bytes) -> str | None:
@@ -136,6 +137,7 @@ def decompress(path: Path, name: str, folder: Path) -> Path:
                         f"{folder.parent}: decompress it where there is room (or set TMPDIR) and ingest the result",
                         written,
                         out,
+                        room=True,
                     )
                 try:
                     dst.write(data)
@@ -145,6 +147,7 @@ def decompress(path: Path, name: str, folder: Path) -> Path:
                         "decompress it where there is room (or set TMPDIR) and ingest the result",
                         written,
                         out,
+                        room=e.errno == errno.ENOSPC,
                     ) from None
                 written += len(data)
                 if written % _CHECK < len(data):

@@ -3,27 +3,25 @@
 Memory stays bounded whatever the size of the captures: flow files are read record by record (`flowfile`, a
 megabyte at a time), HAR files entry by entry (`harfile`), rows are journaled in batches of bounded size and rolled
 into Parquet by rows and by bytes. With several processes, each takes one contiguous share of the input and writes
-through one writer, so a parallel ingest writes about as many files as a single one.
+through one writer, so a parallel ingest writes about as many files as a single one (`ingest_share`).
+
+A compressed capture is read from a decompressed copy in a temporary folder; the input is read in rounds
+(`ingest_plan.rounds`), each round's copies removed before the next is decompressed, so that the disk holds the
+copies of one round, never those of the whole input.
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
-import signal
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from . import flowfile, flowids, gcpolicy, harfile, mempolicy
-from .a2a.exchange import HttpExchange
-from .a2a.extract import Extraction, extract
 from .a2a.redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy
 from .addon.flows import DEFAULT_MAX_BODY
 from .ingest_plan import (
@@ -36,274 +34,17 @@ from .ingest_plan import (
     as_given,
     kind,
     plan,
-    prepared,
+    rounds,
+    size_as_given,
     split_flow_file,
 )
-from .nopandas import keep_pandas_out
-from .seen import SeenIds, dataset_ids, digest
-from .store.files import read_journal
-from .store.writer import DatasetWriter
+from .ingest_share import LISTED, IngestResult, Run, Share, init_worker, run_share, sigint_between_exchanges
+from .seen import dataset_ids
 
-BATCH_EXCHANGES = 2048  # rows are journaled at least this often...
-BATCH_BYTES = 16 * 1024 * 1024  # ...and after this many bytes of bodies read
-ROLLOVER_ROWS = 1_000_000
-ROLLOVER_BYTES = 16 * 1024 * 1024  # of journal: the size of what a roll-over reads back into memory
-NOT_STORED = "response_body_not_stored"
-LISTED = 20  # unreadable records (flows, HAR entries) named one by one, per process; the rest are counted
-
-
-@dataclass
-class IngestResult:
-    files: int = 0
-    flows: int = 0
-    exchanges: int = 0
-    errors: list[IngestError] = field(default_factory=list)
-    skipped: int = 0  # records (flows, HAR entries) that could not be read, each costing only itself
-    unlisted: int = 0  # of those, the ones past the first LISTED, not in `errors`
-    duplicates: int = 0  # flows whose exchange was already in the dataset or earlier in the input
-    not_stored: int = 0  # exchanges whose response body the capture does not hold (streamed, not stored)
-    unwritten: int = 0  # rows that could not be written (the disk failed) and are lost
-    waiting: dict[Path, int] = field(default_factory=dict)  # journal directory -> rows waiting for `recover`
-    write_error: str | None = None  # why writing stopped
-    interrupted: bool = False
-    parquet_files: int = 0
-    empty: list[Path] = field(default_factory=list)  # input files of no bytes
-
-
-__all__ = ["EMPTY", "NOT_A_CAPTURE", "IngestError", "IngestResult", "Part", "ingest", "kind", "plan", "split_flow_file"]
-
-
-class _Writer(DatasetWriter):
-    """The dataset writer, run inline, journaling in batches of bounded size (not only every flush interval)."""
-
-    def flush_now(self, coming: int = 0) -> None:
-        """Journal the pending rows and roll over if due; the journals are rolled over first when `coming` bytes
-        more would take them past `rollover_bytes`, so that a roll-over reads back at most that, or one batch."""
-        journal = sum(j.file.tell() for j in self._journals.values())
-        if journal and self.rollover_bytes and journal + coming > self.rollover_bytes:
-            self._rollover()
-        self._flush_and_roll()
-
-    @property
-    def failing(self) -> bool:
-        return self._failing
-
-
-class _StopWriting(Exception):
-    pass
-
-
-@dataclass
-class _Share:
-    """What one process ingests, and what it reports back (picklable)."""
-
-    parts: list[Part]
-    out: str | Path  # a directory, or s3://BUCKET/PREFIX
-    policy: TextPolicy
-    max_body: int
-    known: np.ndarray
-    redaction: Redaction = NO_OPERATOR_PATTERNS
-    before: list[Part] = field(default_factory=list)  # flow-file parts of earlier shares: their ids are taken
-    result: IngestResult = field(default_factory=IngestResult)
-    slot: int = -1
-    journal_dir: Path | None = None  # local journals of a dataset on object storage (None: its default folder)
-
-
-_PROGRESS: Any = None  # shared counters of a worker process: bytes read, flows, per share
-
-
-_INTERRUPTED = threading.Event()  # Ctrl-C, taken between two exchanges: never inside the writer
-
-
-def _on_sigint(_signum: int, _frame: Any) -> None:
-    _INTERRUPTED.set()
-
-
-@contextlib.contextmanager
-def _sigint_between_exchanges() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    _INTERRUPTED.clear()
-    previous = signal.signal(signal.SIGINT, _on_sigint)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def _init_worker(progress: Any) -> None:
-    signal.signal(signal.SIGINT, _on_sigint)
-    global _PROGRESS
-    _PROGRESS = progress
-    keep_pandas_out()  # a worker process only ingests
-
-
-class _Run:
-    """Ingest of one share in this process: read, skip duplicates, extract, write in bounded batches."""
-
-    def __init__(self, share: _Share, report: Callable[[int, int], None] | None) -> None:
-        self.share, self.report = share, report
-        self.result = share.result
-        self.seen = SeenIds(share.known)
-        for part in share.before:
-            for fid in flowids.ids(part.path, part.start, part.end):
-                self.seen.add(digest(fid))
-        self.writer: _Writer | None = None
-        self.done_bytes = 0  # of parts finished
-        self.batch_n = self.batch_bytes = 0
-
-    def run(self) -> IngestResult:
-        with gcpolicy.fewer_collections(), mempolicy.returning_memory():
-            return self._run()
-
-    def _run(self) -> IngestResult:
-        try:
-            for part in self.share.parts:
-                try:
-                    self._part(part)
-                except IngestError as e:
-                    self.result.errors.append(e)
-                self.done_bytes += part.size()
-        except _StopWriting:
-            pass
-        except KeyboardInterrupt:
-            self.result.interrupted = True
-        finally:
-            self._close()
-        return self.result
-
-    def _part(self, part: Part) -> None:
-        if part.har:
-            hpos = harfile.HarPosition()
-            source = _har_exchanges(part.path, self.share.max_body, hpos, self._skipped)
-            self._read(source, lambda: hpos.offset)
-        else:
-            fpos = flowfile.Position(flows=part.before)
-
-            def skipped(offset: int, reason: str) -> None:
-                self._skipped(IngestError(part.path, f"byte {offset} (flow {fpos.flows + 1})", reason))
-
-            source = flowfile.read(part.path, self.share.max_body, part.start, part.end, fpos, skipped)
-            try:
-                self._read(source, lambda: fpos.offset - part.start)
-            except flowfile.Damaged as e:
-                reason = f"{e.reason}; {NOT_A_CAPTURE}" if e.offset == 0 else e.reason
-                raise IngestError(part.path, f"byte {e.offset} (after flow {fpos.flows})", reason) from e
-        if self.report is not None:
-            self.report(self.done_bytes + part.size(), self.result.flows)
-
-    def _skipped(self, error: IngestError) -> None:
-        """A record that could not be read: named (the first LISTED), counted, and the next one read."""
-        self.result.skipped += 1
-        if self.result.skipped > LISTED:
-            self.result.unlisted += 1
-        else:
-            self.result.errors.append(error)
-
-    def _read(self, source: Iterator[HttpExchange], where: Callable[[], int]) -> None:
-        for n, ex in enumerate(source, 1):
-            if _INTERRUPTED.is_set():
-                raise KeyboardInterrupt
-            self.result.flows += 1
-            self._one(ex)
-            if n % 256 == 0 and self.report is not None:
-                self.report(self.done_bytes + where(), self.result.flows)
-
-    def _one(self, ex: HttpExchange) -> None:
-        if not self.seen.add(digest(ex.id)):
-            self.result.duplicates += 1
-            return
-        extraction = extract(ex, self.share.policy, redaction=self.share.redaction)
-        if extraction is None:
-            return
-        if NOT_STORED in extraction.exchange["anomalies"]:
-            self.result.not_stored += 1
-            extraction.exchange["complete"] = False  # a stream whose events the capture lacks is not a complete one
-            if extraction.exchange["streamed"]:
-                extraction.exchange["sse_events"] = None
-        self.result.exchanges += 1
-        self._write(extraction, (ex.bytes_in or 0) + (ex.bytes_out or 0))
-
-    def _write(self, extraction: Extraction, size: int) -> None:
-        if self.writer is None:
-            self.writer = _Writer(
-                self.share.out,
-                flush_interval=1.0,
-                rollover_rows=ROLLOVER_ROWS,
-                rollover_seconds=24 * 3600,
-                rollover_bytes=ROLLOVER_BYTES,
-                journal_dir=self.share.journal_dir,
-            )
-            self.writer.start(thread=False)
-        if self.batch_n and self.batch_bytes + size > BATCH_BYTES:  # a batch holds BATCH_BYTES, or one exchange
-            self._flush()
-        self.writer.write(extraction)
-        self.batch_n += 1
-        self.batch_bytes += size
-        if self.batch_n >= BATCH_EXCHANGES or self.batch_bytes >= BATCH_BYTES:
-            self._flush()
-
-    def _flush(self) -> None:
-        assert self.writer is not None
-        self.writer.flush_now(self.batch_bytes)
-        self.batch_n = self.batch_bytes = 0
-        if self.writer.failing:  # the disk is full or failing: stop reading rather than hold rows in memory
-            self.result.write_error = f"cannot write to {self.share.out}"
-            raise _StopWriting
-
-    def _close(self) -> None:
-        w = self.writer
-        if w is None:
-            return
-        w.close()
-        self.result.parquet_files += w.stats.files
-        self.result.unwritten += w.stats.rows_dropped
-        if w.dir.is_dir():  # journals the roll-over could not turn into Parquet: `recover` will
-            rows = 0
-            for path in w.dir.glob("*.arrows"):
-                data, _torn = read_journal(path)
-                rows += data.num_rows if data is not None else 0
-            if rows:
-                self.result.waiting[w.dir] = rows
-        if w.stats.rows_dropped or self.result.waiting:
-            self.result.write_error = self.result.write_error or f"cannot write to {self.share.out}"
-
-
-def _har_exchanges(
-    path: Path, max_body: int, pos: harfile.HarPosition, skipped: Callable[[IngestError], None]
-) -> Iterator[HttpExchange]:
-    """The exchanges of a HAR's entries; an entry that cannot be one costs only itself (`skipped` is told)."""
-    i = -1
-    try:
-        for i, entry in enumerate(harfile.entries(path, pos)):
-            if isinstance(entry, harfile.Unreadable):
-                skipped(IngestError(path, f"log.entries[{i}]", f"unreadable entry ({entry.reason})"))
-                continue
-            try:
-                ex = harfile.exchange(entry, max_body, pos.size)
-            except Exception as e:  # mitmproxy's importer raises whatever a malformed entry provokes
-                why = "nested too deep" if isinstance(e, RecursionError) else f"{type(e).__name__}: {str(e)[:200]}"
-                skipped(IngestError(path, f"log.entries[{i}]", f"malformed entry ({why})"))
-                continue
-            del entry  # a large entry is not held while its exchange is extracted and written
-            yield ex
-    except harfile.HarError as e:
-        position = e.position if i < 0 or not e.position.startswith("log.") else f"log.entries[{i + 1}]"
-        reason = e.reason if pos.started else f"{e.reason}; {NOT_A_CAPTURE}"
-        raise IngestError(path, position, reason) from e
-
-
-def _run_share(share: _Share) -> IngestResult:
-    """In a worker process."""
-    progress = _PROGRESS
-
-    def report(done: int, flows: int) -> None:
-        if progress is not None:
-            progress[2 * share.slot] = done
-            progress[2 * share.slot + 1] = flows
-
-    return _Run(share, report).run()
+__all__ = [
+    "EMPTY", "LISTED", "NOT_A_CAPTURE", "IngestError", "IngestResult", "Part", "ingest", "kind", "plan",
+    "split_flow_file",
+]  # fmt: skip
 
 
 Progress = Callable[[int, int, int], None]  # (bytes read, bytes in all, flows read)
@@ -326,15 +67,38 @@ def ingest(
     `redaction` carries the operator's own patterns (`Redaction.from_patterns`); the built-in credential
     shapes are always redacted."""
     result = IngestResult(files=len(paths))
+    total = sum(size_as_given(p) for p in paths)
+    known: np.ndarray | None = None
+    base = flows = 0  # input bytes (as given) and flows of the rounds read
     try:
-        with prepared(paths) as found:  # compressed captures decompressed into a temporary folder
-            result.errors, result.empty = found.errors, found.empty
-            if found.read:
-                result = _read(found, out, policy, max_body, progress, jobs, part_bytes, redaction, journal_dir, result)
-            result.errors = [as_given(e, found.shown) for e in result.errors]  # the files as given, not their copies
+        with contextlib.closing(rounds(paths)) as each:  # compressed captures decompressed a round at a time
+            for found in each:
+                result.errors.extend(found.errors)
+                result.empty.extend(found.empty)
+                if found.read:
+                    if known is None:
+                        known = dataset_ids(out)
+                    shown = _scaled(progress, base, found.given, total, flows) if progress is not None else None
+                    r, added = _read(
+                        found, out, policy, max_body, shown, jobs, part_bytes, redaction, journal_dir, known
+                    )
+                    r.errors = [as_given(e, found.shown) for e in r.errors]  # the files as given, not their copies
+                    _merge(result, r)
+                    flows += r.flows
+                    if not found.last:
+                        known = np.union1d(known, added)  # what the next rounds find already read
+                    if r.interrupted or r.write_error:
+                        break
+                base += found.given
     except KeyboardInterrupt:  # while decompressing (reading takes Ctrl-C between two exchanges)
         result.interrupted = True
     return result
+
+
+def _scaled(progress: Progress, base: int, given: int, total: int, flows: int) -> Progress:
+    """A round's progress (bytes of its plain files) as progress through the whole input as given: the round's
+    `given` bytes start at `base`, its flows after `flows`."""
+    return lambda done, plain, n: progress(base + done * given // max(plain, 1), total, flows + n)
 
 
 def _read(
@@ -347,29 +111,31 @@ def _read(
     part_bytes: int,
     redaction: Redaction,
     journal_dir: Path | None,
-    result: IngestResult,
-) -> IngestResult:
+    known: np.ndarray,
+) -> tuple[IngestResult, np.ndarray]:
+    """One round: its result, and the digests of the flows it read (when a round follows, else none)."""
     total = sum(p.stat().st_size for p in found.read)
-    known = dataset_ids(out)
     groups = plan(found.read, found.kinds, jobs, part_bytes)
+    like = Share([], out, policy, max_body, known, redaction, journal_dir=journal_dir, keep_ids=not found.last)
+    result = IngestResult()
     if len(groups) == 1:
-        share = _Share(groups[0], out, policy, max_body, known, redaction, journal_dir=journal_dir)
-        report = (lambda done, flows: progress(done, total, flows)) if progress is not None else None
-        with _sigint_between_exchanges():
-            _merge(result, _Run(share, report).run())
-        return result
-    with _sigint_between_exchanges():
-        like = _Share([], out, policy, max_body, known, redaction, journal_dir=journal_dir)
+        run = Run(
+            replace(like, parts=groups[0]), (lambda done, flows: progress(done, total, flows)) if progress else None
+        )
+        with sigint_between_exchanges():
+            _merge(result, run.run())
+        return result, run.added_ids()
+    with sigint_between_exchanges():
         return _parallel(groups, like, progress, total, result)
 
 
 def _parallel(
     groups: list[list[Part]],
-    like: _Share,
+    like: Share,
     progress: Progress | None,
     total: int,
     result: IngestResult,
-) -> IngestResult:
+) -> tuple[IngestResult, np.ndarray]:
     context = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads
     counters = context.Array("q", 2 * len(groups), lock=False)
     shares = []
@@ -377,8 +143,8 @@ def _parallel(
         earlier = [p for g in groups[:i] for p in g if not p.har]
         shares.append(replace(like, parts=group, before=earlier, slot=i, result=IngestResult()))
     # one executor per share: a worker that dies (killed, out of memory) breaks only its own, never its neighbours'
-    pools = [ProcessPoolExecutor(1, mp_context=context, initializer=_init_worker, initargs=(counters,)) for _ in shares]
-    futures = [pool.submit(_run_share, s) for pool, s in zip(pools, shares, strict=True)]
+    pools = [ProcessPoolExecutor(1, mp_context=context, initializer=init_worker, initargs=(counters,)) for _ in shares]
+    futures = [pool.submit(run_share, s) for pool, s in zip(pools, shares, strict=True)]
     try:
         pending = set(futures)
         while pending:
@@ -392,15 +158,18 @@ def _parallel(
     finally:
         for pool in pools:
             pool.shutdown(wait=True)  # each worker rolls what it read into Parquet
+    added = [np.empty(0, dtype=np.uint64)]
     for f, share in zip(futures, shares, strict=True):
         if f.cancelled():
             continue
         error = f.exception()
         if error is None:
-            _merge(result, f.result())
+            part, ids = f.result()
+            _merge(result, part)
+            added.append(ids)
         else:
             result.errors.extend(_died(share.parts, like.out, error))
-    return result
+    return result, np.concatenate(added)
 
 
 def _died(parts: list[Part], out: str | Path, error: BaseException) -> list[IngestError]:

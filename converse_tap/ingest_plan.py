@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Generator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,70 +121,112 @@ def plan(paths: list[Path], kinds: dict[Path, str], jobs: int, part_bytes: int =
     return [g for g in groups if g]
 
 
+ROUND_COPIES = 4 << 30  # bytes of decompressed copies a round gathers before it is read (and they are removed)
+
+
 @dataclass
 class Inputs:
-    """The files to read (decompressed copies in place of compressed captures) and their kinds; the files of no
-    bytes; what could not be read; each decompressed copy's compressed original."""
+    """One round of the input: the files to read (decompressed copies in place of compressed captures) and their
+    kinds; the files of no bytes; what could not be read; each decompressed copy's compressed original; the bytes
+    of the files to read as given (a compressed capture at its compressed size); whether it is the last round."""
 
     read: list[Path] = field(default_factory=list)
     kinds: dict[Path, str] = field(default_factory=dict)
     empty: list[Path] = field(default_factory=list)
     errors: list[IngestError] = field(default_factory=list)
     shown: dict[Path, Path] = field(default_factory=dict)
+    given: int = 0
+    last: bool = True
 
 
-def inputs(paths: list[Path], tmp: Callable[[], Path]) -> Inputs:
-    """What each of `paths` is, compressed captures decompressed into the folder `tmp()` makes (only if one is)."""
-    found = Inputs()
-    for p in paths:
-        try:
-            what = kind(p)
-            if what in MAGIC.values():
+class _NoRoom(Exception):
+    """The disk cannot hold this copy beside the round's earlier ones: read those first, then try again."""
+
+
+class _Scratch:
+    """A temporary folder, made at the first call (never, without one), removed with `cleanup`."""
+
+    def __init__(self, cleanup: ExitStack) -> None:
+        self.cleanup = cleanup
+        self.path: Path | None = None
+
+    def __call__(self) -> Path:
+        if self.path is None:
+            self.path = Path(self.cleanup.enter_context(tempfile.TemporaryDirectory(prefix="converse-tap-ingest-")))
+        return self.path
+
+
+def size_as_given(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def rounds(paths: list[Path], copies: int | None = None) -> Generator[Inputs]:
+    """The input in rounds, in order, each to be read before the next is made. Plain captures are read where they
+    are; a compressed one is decompressed into a temporary folder, and a round ends once its copies reach `copies`
+    bytes, or when the disk cannot hold the next copy beside them (that capture starts the next round): a round's
+    copies are removed when the consumer asks for the next round (or closes the generator), so a year of compressed
+    captures needs room for a round, never for the year."""
+    copies = ROUND_COPIES if copies is None else copies
+    pending = list(paths)
+    while pending:
+        with ExitStack() as cleanup:
+            tmp, found, copied = _Scratch(cleanup), Inputs(), 0
+            while pending and copied < copies:
                 try:
-                    folder = tmp()
-                except OSError as e:
-                    raise IngestError(
-                        p, "byte 0", f"no temporary folder to decompress it in ({e}): set TMPDIR to a writable one"
-                    ) from None
-                what, p, stopped = decompressed(p, what, folder, found.shown)
-                if stopped is not None:
-                    found.errors.append(stopped)
-        except IngestError as e:
-            found.errors.append(e)
-            continue
-        if what == "empty":
-            found.empty.append(found.shown.get(p, p))
-        elif what:
-            found.read.append(p)
-            found.kinds[p] = what
-    return found
+                    copied += _take(pending[0], found, tmp, alone=copied == 0)
+                except _NoRoom:
+                    break
+                pending.pop(0)
+            found.last = not pending
+            yield found
 
 
-@contextmanager
-def prepared(paths: list[Path]) -> Iterator[Inputs]:
-    """`inputs(paths)`, the decompressed copies in a temporary folder made at the first compressed capture (never,
-    without one) and removed on exit."""
-    with ExitStack() as cleanup:
-        made: list[Path] = []
-
-        def tmp() -> Path:
-            if not made:
-                made.append(Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="converse-tap-ingest-"))))
-            return made[0]
-
-        yield inputs(paths, tmp)
+def _take(p: Path, found: Inputs, tmp: Callable[[], Path], alone: bool) -> int:
+    """Add `p` to the round `found` (decompressed into `tmp()` if compressed); the bytes of its copy."""
+    given, copy = p, 0
+    try:
+        what = kind(p)
+        if what in MAGIC.values():
+            try:
+                folder = tmp()
+            except OSError as e:
+                raise IngestError(
+                    p, "byte 0", f"no temporary folder to decompress it in ({e}): set TMPDIR to a writable one"
+                ) from None
+            what, p, stopped = decompressed(p, what, folder, found.shown, alone)
+            copy = size_as_given(p)
+            if stopped is not None:
+                found.errors.append(stopped)
+    except IngestError as e:
+        found.errors.append(e)
+        return 0
+    if what == "empty":
+        found.empty.append(found.shown.get(p, p))
+    elif what:
+        found.read.append(p)
+        found.kinds[p] = what
+        found.given += size_as_given(given)
+    return copy
 
 
 def decompressed(
-    path: Path, compression: str, tmp: Path, shown: dict[Path, Path]
+    path: Path, compression: str, tmp: Path, shown: dict[Path, Path], alone: bool = True
 ) -> tuple[str, Path, IngestError | None]:
     """The kind and the decompressed copy (in `tmp`) of a compressed capture ("" when nothing of it can be read),
     and what stopped its decompression, if anything: whatever came before it is read. `shown` maps the copy back to
-    `path`. IngestError when the copy is not a capture either."""
+    `path`. IngestError when the copy is not a capture either; _NoRoom when the disk's reserve stopped it and it is
+    not `alone` in its round (the partial copy is removed)."""
     stopped = None
     try:
         plain = compressed.decompress(path, compression, tmp)
     except compressed.NotDecompressed as e:
+        if e.room and not alone:
+            if e.partial is not None:
+                e.partial.unlink(missing_ok=True)
+            raise _NoRoom from None
         stopped = IngestError(path, f"byte {e.written} of the decompressed capture", e.reason)
         if not e.written or e.partial is None:
             return "", path, stopped

@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from .ingest import EMPTY, NOT_A_CAPTURE, NOT_STORED, IngestResult
+from .ingest import EMPTY, NOT_A_CAPTURE, IngestResult
+from .ingest_share import NOT_STORED
 
 
 def report_lines(result: IngestResult, out: str | Path) -> list[tuple[str, str]]:

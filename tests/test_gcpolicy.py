@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from converse_tap import gcpolicy, ingest
+from converse_tap import gcpolicy, ingest, ingest_share
 from converse_tap.a2a.redact import TextPolicy
 from converse_tap.store.reader import load
 from tests.test_ingest import _flow_file
@@ -32,13 +32,13 @@ def test_ingest_collects_less_while_it_runs_and_restores_the_callers_settings(
     capture = tmp_path / "flows.mitm"
     _flow_file(capture, 5)
     seen = []
-    real = ingest.extract
+    real = ingest_share.extract
 
     def spy(*args, **kwargs):
         seen.append(gc.get_threshold())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(ingest, "extract", spy)
+    monkeypatch.setattr(ingest_share, "extract", spy)
     result = ingest.ingest([capture], tmp_path / "data", TextPolicy())
     assert result.exchanges == 5 and len(load(tmp_path / "data", "exchanges")) == 5
     assert seen and set(seen) == {gcpolicy.THRESHOLDS}

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from converse_tap import compressed
+from converse_tap import compressed, ingest_plan
 from converse_tap.a2a.redact import TextPolicy
 from converse_tap.cli import cli
-from converse_tap.ingest import ingest
+from converse_tap.ingest import IngestResult, ingest
 from converse_tap.store.reader import load
 from tests.test_ingest import _entry, _har
 
@@ -186,3 +186,75 @@ def test_without_a_usable_temporary_folder_only_compressed_captures_are_refused(
     assert result.exchanges > 500  # the plain capture never needed the folder
     assert [(e.path, e.position) for e in result.errors] == [(packed, "byte 0")]
     assert "set TMPDIR to a writable one" in result.errors[0].reason
+
+
+def _result_figures(result: IngestResult) -> tuple[int, int, int, int]:
+    return result.flows, result.exchanges, result.duplicates, result.skipped
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_compressed_captures_need_room_for_one_round_not_for_all_of_them(
+    plain: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int
+) -> None:
+    """A year of compressed captures is read a round at a time: when the disk cannot hold the next decompressed copy
+    beside the round's, the round is read and its copies removed before that capture is decompressed (all of them
+    were decompressed first, so the disk had to hold the year). Same rows and the same figures as one ingest of the
+    plain files, flows repeated in a later round counted as duplicates; progress runs over the files as given."""
+    from tests.captures import write_capture
+
+    other = write_capture(tmp_path / "other.mitm", 300, seed=5)
+    files = [tmp_path / "a.mitm.gz", tmp_path / "b.mitm.zst", tmp_path / "c.mitm.xz", tmp_path / "d.mitm"]
+    files[0].write_bytes(gzip.compress(plain.read_bytes()))
+    files[1].write_bytes(zstd.compress(other.read_bytes()))
+    files[2].write_bytes(lzma.compress(plain.read_bytes()))  # the flows of a.mitm.gz again
+    files[3].write_bytes(other.read_bytes())  # plain, read where it is
+    expected = ingest([plain, other, plain, other], tmp_path / "plain-out", TextPolicy())
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    one = plain.stat().st_size
+    monkeypatch.setattr(
+        compressed, "_room", lambda folder: int(1.2 * one) - sum(p.stat().st_size for p in folder.iterdir())
+    )
+    present: list[int] = []  # decompressed copies on the disk as each decompression starts
+    real = compressed.decompress
+
+    def watched(path: Path, name: str, folder: Path) -> Path:
+        present.append(len(list(scratch.rglob("*.capture"))))
+        return real(path, name, folder)
+
+    monkeypatch.setattr(compressed, "decompress", watched)
+    shown: list[tuple[int, int, int]] = []
+    result = ingest(
+        files, tmp_path / "out", TextPolicy(), jobs=jobs, part_bytes=256 * 1024, progress=lambda *a: shown.append(a)
+    )
+    assert not result.errors, result.errors
+    assert _rows(tmp_path / "out") == _rows(tmp_path / "plain-out")
+    assert _result_figures(result) == _result_figures(expected) and result.duplicates > 800
+    assert present == [0, 1, 0, 1, 0]  # b did not fit beside a, nor c beside b: each was retried alone
+    assert list(scratch.iterdir()) == []
+    done = [d for d, _, _ in shown]
+    assert done == sorted(done) and shown[-1] == (sum(f.stat().st_size for f in files), shown[-1][1], result.flows)
+    assert shown[-1][1] == shown[-1][0]
+
+
+def test_a_round_ends_at_its_bytes_of_copies_and_errors_name_the_files_as_given(
+    plain: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ingest_plan, "ROUND_COPIES", 1)  # every compressed capture a round of its own
+    data = plain.read_bytes()
+    first, cut = tmp_path / "first.mitm.gz", tmp_path / "cut.mitm.gz"
+    first.write_bytes(gzip.compress(data))
+    packed = gzip.compress(data)
+    cut.write_bytes(packed[: len(packed) // 2])
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a capture")
+    result = ingest([first, notes, cut], tmp_path / "out", TextPolicy())
+    assert [(e.path, e.position.endswith("of the decompressed capture")) for e in result.errors] == [
+        (notes, False),
+        (cut, True),  # where the gzip data stops
+        (cut, True),  # the record it cut
+    ]
+    assert result.exchanges == len(_rows(tmp_path / "out")[0]) > 500
+    assert result.duplicates == result.flows - 600 > 100  # the cut copy's flows were all read in the first round
