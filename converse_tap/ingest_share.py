@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from . import flowfile, flowids, gcpolicy, harfile, mempolicy
+from . import flowfile, flowids, gcpolicy, harentry, harfile, mempolicy
 from .a2a.exchange import HttpExchange
 from .a2a.extract import Extraction, extract
 from .a2a.redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy
@@ -267,7 +267,7 @@ def _har_exchanges(
                 skipped(IngestError(path, f"log.entries[{i}]", f"unreadable entry ({entry.reason})"))
                 continue
             try:
-                ex = harfile.exchange(entry, max_body, pos.size)
+                ex = harentry.exchange(entry, max_body, pos.size)
             except Exception as e:  # mitmproxy's importer raises whatever a malformed entry provokes
                 why = "nested too deep" if isinstance(e, RecursionError) else f"{type(e).__name__}: {str(e)[:200]}"
                 skipped(IngestError(path, f"log.entries[{i}]", f"malformed entry ({why})"))

@@ -170,6 +170,45 @@ def test_har_with_huge_and_binary_bodies_is_recorded_with_anomalies(tmp_path: Pa
     assert any(a.startswith("request_body_too_large:") for a in anomalies)
 
 
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "zstd", "br", "br, gzip", "aes128gcm"])
+def test_har_bodies_are_read_as_the_har_holds_them_whatever_their_content_encoding(tmp_path: Path, coding: str) -> None:
+    """HAR stores bodies decoded. mitmproxy's importer encoded them again for their Content-Encoding and refused
+    the whole entry for a coding it cannot apply (`br, gzip` is valid HTTP; `aes128gcm` it does not know): such
+    entries are read now, with the headers as written. Some exporters write the base64 of the bytes on the wire
+    instead, still encoded: such a body is decoded by its Content-Encoding (and noted); one that only looks
+    encoded is left alone."""
+    import base64
+    import gzip
+    import zlib
+
+    import brotli
+
+    from converse_tap.a2a.inflate import zstd
+
+    pack = {"gzip": gzip.compress, "deflate": zlib.compress, "zstd": zstd.compress, "br": brotli.compress}
+
+    still, decoded, looks = _entry("still"), _entry("decoded"), _entry("looks")
+    for entry in (still, decoded, looks):
+        entry["response"]["headers"].append({"name": "Content-Encoding", "value": coding})
+        entry["request"]["headers"].append({"name": "Content-Encoding", "value": coding})
+    wire = still["response"]["content"]["text"].encode()
+    for c in coding.split(", "):
+        wire = pack[c](wire) if c in pack else wire
+    still["response"]["content"] = {"mimeType": "application/json", "encoding": "base64"}
+    still["response"]["content"]["text"] = base64.b64encode(wire).decode()
+    looks["response"]["content"] = {"mimeType": "application/octet-stream", "encoding": "base64"}
+    looks["response"]["content"]["text"] = base64.b64encode(b"\x1f\x8b\x28\xb5\x2f\xfd\x78\x9c not data").decode()
+    _har(tmp_path / "x.har", [still, decoded, looks])
+    result = ingest([tmp_path / "x.har"], tmp_path / "out", TextPolicy())
+    assert (result.exchanges, result.errors) == (3, [])
+    ex = load(tmp_path / "out", "exchanges")
+    notes = [a for row in ex["anomalies"] for a in row if "still_encoded" in a]
+    assert notes == ([f"har_response_body_still_encoded:{coding}"] if coding != "aes128gcm" else [])
+    msgs = load(tmp_path / "out", "messages")
+    assert sorted(t for t in msgs["text"] if t in ("still", "decoded", "looks")) == ["decoded", "looks", "still"]
+    assert len(msgs[msgs["role"] != "user"]) == 2  # the decoded reply's envelope, and the still-encoded one's
+
+
 def test_text_policy_reaches_history_and_artifacts(tmp_path: Path) -> None:
     from converse_tap.a2a.extract import extract
     from converse_tap.addon.flows import exchange_from_flow

@@ -280,10 +280,10 @@ def test_har_entries_near_and_past_the_entry_limit_stay_within_the_memory_bound(
 
 
 def test_a_large_entry_keeps_the_id_it_always_had() -> None:
-    from converse_tap import harfile
+    from converse_tap import harentry
 
     entry = _har_entry("é ☃ \U0001f600 \udcff")
-    assert harfile.entry_id(entry, size=harfile.LARGE + 1) == harfile.entry_id(entry)
+    assert harentry.entry_id(entry, size=harentry.LARGE + 1) == harentry.entry_id(entry)
 
 
 # The inputs themselves
@@ -570,17 +570,17 @@ def test_file_bytes_read_like_the_bytes_they_are(tmp_path: Path) -> None:
 
 def test_an_entry_of_a_million_headers_is_not_parsed_into_memory(tmp_path: Path) -> None:
     """950,000 header objects in 27 MB took ingest to 497 MB (parsed dicts, then mitmproxy's headers, then ours)."""
-    from converse_tap import harfile
+    from converse_tap import harentry
 
     many = _har_entry("many")
     many["request"]["headers"] = [{"name": "a", "value": "b"}] * 300_000  # weighs 1,200,000
     some = _har_entry("some")
-    some["request"]["headers"] += [{"name": "x", "value": "y"}] * (harfile.MAX_HEADERS + 1)
+    some["request"]["headers"] += [{"name": "x", "value": "y"}] * (harentry.MAX_HEADERS + 1)
     path = _har(tmp_path / "x.har", many, some, _har_entry("small"))
     result = ingest([path], tmp_path / "out", TextPolicy())
     assert (result.exchanges, result.skipped) == (1, 2)
     assert "arrays (an object counting as 4)" in result.errors[0].reason
-    assert f"request.headers holds more than {harfile.MAX_HEADERS} fields" in result.errors[1].reason
+    assert f"request.headers holds more than {harentry.MAX_HEADERS} fields" in result.errors[1].reason
 
 
 def test_the_search_for_a_records_start_reads_back_across_reads(
