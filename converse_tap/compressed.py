@@ -15,6 +15,7 @@ import io
 import lzma
 import shutil
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -114,9 +115,10 @@ def _room(folder: Path) -> int:
     return usage.free - max(KEEP_FREE, usage.total // 20)
 
 
-def decompress(path: Path, name: str, folder: Path) -> Path:
-    """`path` (compressed with `name`) decompressed into a new file in `folder`. NotDecompressed when it cannot be
-    read to its end (the file left holds what came before the damage) or would take the disk past its reserve."""
+def decompress(path: Path, name: str, folder: Path, read: Callable[[int], None] | None = None) -> Path:
+    """`path` (compressed with `name`) decompressed into a new file in `folder`; `read(n)`, if given, is told the
+    bytes of `path` read so far as it goes. NotDecompressed when it cannot be read to its end (the file left holds
+    what came before the damage) or would take the disk past its reserve."""
     out = folder / f"{len(list(folder.iterdir())):06d}.capture"
     written = 0
     room = _room(folder)
@@ -150,6 +152,8 @@ def decompress(path: Path, name: str, folder: Path) -> Path:
                         room=e.errno == errno.ENOSPC,
                     ) from None
                 written += len(data)
+                if read is not None:
+                    read(raw.tell())
                 if written % _CHECK < len(data):
                     room = written + _room(folder)
         finally:

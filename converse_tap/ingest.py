@@ -69,36 +69,57 @@ def ingest(
     result = IngestResult(files=len(paths))
     total = sum(size_as_given(p) for p in paths)
     known: np.ndarray | None = None
-    base = flows = 0  # input bytes (as given) and flows of the rounds read
-    try:
-        with contextlib.closing(rounds(paths)) as each:  # compressed captures decompressed a round at a time
+    shown = _Shown(progress, total) if progress is not None else None
+    try:  # compressed captures decompressed a round at a time
+        with contextlib.closing(rounds(paths, unpacking=shown.unpacking if shown else None)) as each:
             for found in each:
                 result.errors.extend(found.errors)
                 result.empty.extend(found.empty)
                 if found.read:
                     if known is None:
                         known = dataset_ids(out)
-                    shown = _scaled(progress, base, found.given, total, flows) if progress is not None else None
+                    reading = shown.reading(found) if shown is not None else None
                     r, added = _read(
-                        found, out, policy, max_body, shown, jobs, part_bytes, redaction, journal_dir, known
+                        found, out, policy, max_body, reading, jobs, part_bytes, redaction, journal_dir, known
                     )
                     r.errors = [as_given(e, found.shown) for e in r.errors]  # the files as given, not their copies
                     _merge(result, r)
-                    flows += r.flows
+                    if shown is not None:
+                        shown.flows += r.flows
                     if not found.last:
                         known = np.union1d(known, added)  # what the next rounds find already read
                     if r.interrupted or r.write_error:
                         break
-                base += found.given
+                if shown is not None:
+                    shown.base = max(shown.last, shown.base + found.given)
     except KeyboardInterrupt:  # while decompressing (reading takes Ctrl-C between two exchanges)
         result.interrupted = True
     return result
 
 
-def _scaled(progress: Progress, base: int, given: int, total: int, flows: int) -> Progress:
-    """A round's progress (bytes of its plain files) as progress through the whole input as given: the round's
-    `given` bytes start at `base`, its flows after `flows`."""
-    return lambda done, plain, n: progress(base + done * given // max(plain, 1), total, flows + n)
+UNPACKING_SHARE = 0.1  # of a compressed capture's stretch of the progress bar: its decompression; the rest, reading
+
+
+class _Shown:
+    """Progress through the whole input as given (a compressed capture at its compressed size), round after round,
+    never going back: a round's compressed captures fill UNPACKING_SHARE of their bytes as they are decompressed,
+    then reading the round's files (bytes of their plain copies) fills the rest of the round's stretch."""
+
+    def __init__(self, progress: Progress, total: int) -> None:
+        self.progress, self.total = progress, total
+        self.base = self.flows = self.last = 0  # where the round starts; flows of earlier rounds; shown so far
+
+    def show(self, done: int, flows: int) -> None:
+        self.last = max(self.last, done)
+        self.progress(self.last, self.total, flows)
+
+    def unpacking(self, unpacked: int) -> None:
+        self.show(self.base + int(unpacked * UNPACKING_SHARE), self.flows)
+
+    def reading(self, found: Inputs) -> Progress:
+        start = self.base + int(found.unpacked * UNPACKING_SHARE)
+        span = max(0, found.given - int(found.unpacked * UNPACKING_SHARE))
+        return lambda done, plain, n: self.show(start + done * span // max(plain, 1), self.flows + n)
 
 
 def _read(

@@ -136,6 +136,7 @@ class Inputs:
     errors: list[IngestError] = field(default_factory=list)
     shown: dict[Path, Path] = field(default_factory=dict)
     given: int = 0
+    unpacked: int = 0  # bytes (as given) of the compressed captures this round decompressed, read or not
     last: bool = True
 
 
@@ -163,12 +164,15 @@ def size_as_given(path: Path) -> int:
         return 0
 
 
-def rounds(paths: list[Path], copies: int | None = None) -> Generator[Inputs]:
+Unpacking = Callable[[int], None]  # told the bytes (as given) of a round's compressed captures decompressed so far
+
+
+def rounds(paths: list[Path], copies: int | None = None, unpacking: Unpacking | None = None) -> Generator[Inputs]:
     """The input in rounds, in order, each to be read before the next is made. Plain captures are read where they
     are; a compressed one is decompressed into a temporary folder, and a round ends once its copies reach `copies`
     bytes, or when the disk cannot hold the next copy beside them (that capture starts the next round): a round's
     copies are removed when the consumer asks for the next round (or closes the generator), so a year of compressed
-    captures needs room for a round, never for the year."""
+    captures needs room for a round, never for the year. `unpacking`, if given, follows each round's decompression."""
     copies = ROUND_COPIES if copies is None else copies
     pending = list(paths)
     while pending:
@@ -176,7 +180,7 @@ def rounds(paths: list[Path], copies: int | None = None) -> Generator[Inputs]:
             tmp, found, copied = _Scratch(cleanup), Inputs(), 0
             while pending and copied < copies:
                 try:
-                    copied += _take(pending[0], found, tmp, alone=copied == 0)
+                    copied += _take(pending[0], found, tmp, copied == 0, unpacking)
                 except _NoRoom:
                     break
                 pending.pop(0)
@@ -184,7 +188,7 @@ def rounds(paths: list[Path], copies: int | None = None) -> Generator[Inputs]:
             yield found
 
 
-def _take(p: Path, found: Inputs, tmp: Callable[[], Path], alone: bool) -> int:
+def _take(p: Path, found: Inputs, tmp: Callable[[], Path], alone: bool, unpacking: Unpacking | None) -> int:
     """Add `p` to the round `found` (decompressed into `tmp()` if compressed); the bytes of its copy."""
     given, copy = p, 0
     try:
@@ -196,7 +200,14 @@ def _take(p: Path, found: Inputs, tmp: Callable[[], Path], alone: bool) -> int:
                 raise IngestError(
                     p, "byte 0", f"no temporary folder to decompress it in ({e}): set TMPDIR to a writable one"
                 ) from None
-            what, p, stopped = decompressed(p, what, folder, found.shown, alone)
+            before = found.unpacked
+            read = (lambda n: unpacking(before + n)) if unpacking is not None else None
+            try:
+                what, p, stopped = decompressed(p, what, folder, found.shown, alone, read)
+            except IngestError:
+                found.unpacked = before + size_as_given(given)
+                raise
+            found.unpacked = before + size_as_given(given)  # (not for _NoRoom: it is read in the next round)
             copy = size_as_given(p)
             if stopped is not None:
                 found.errors.append(stopped)
@@ -213,7 +224,12 @@ def _take(p: Path, found: Inputs, tmp: Callable[[], Path], alone: bool) -> int:
 
 
 def decompressed(
-    path: Path, compression: str, tmp: Path, shown: dict[Path, Path], alone: bool = True
+    path: Path,
+    compression: str,
+    tmp: Path,
+    shown: dict[Path, Path],
+    alone: bool = True,
+    read: Callable[[int], None] | None = None,
 ) -> tuple[str, Path, IngestError | None]:
     """The kind and the decompressed copy (in `tmp`) of a compressed capture ("" when nothing of it can be read),
     and what stopped its decompression, if anything: whatever came before it is read. `shown` maps the copy back to
@@ -221,7 +237,7 @@ def decompressed(
     not `alone` in its round (the partial copy is removed)."""
     stopped = None
     try:
-        plain = compressed.decompress(path, compression, tmp)
+        plain = compressed.decompress(path, compression, tmp, read)
     except compressed.NotDecompressed as e:
         if e.room and not alone:
             if e.partial is not None:

@@ -7,12 +7,14 @@ import bz2
 import gzip
 import lzma
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from converse_tap import compressed, ingest_plan
+from converse_tap import ingest as ingest_module
 from converse_tap.a2a.redact import TextPolicy
 from converse_tap.cli import cli
 from converse_tap.ingest import IngestResult, ingest
@@ -220,9 +222,9 @@ def test_compressed_captures_need_room_for_one_round_not_for_all_of_them(
     present: list[int] = []  # decompressed copies on the disk as each decompression starts
     real = compressed.decompress
 
-    def watched(path: Path, name: str, folder: Path) -> Path:
+    def watched(path: Path, name: str, folder: Path, read: Callable[[int], None] | None = None) -> Path:
         present.append(len(list(scratch.rglob("*.capture"))))
-        return real(path, name, folder)
+        return real(path, name, folder, read)
 
     monkeypatch.setattr(compressed, "decompress", watched)
     shown: list[tuple[int, int, int]] = []
@@ -237,6 +239,9 @@ def test_compressed_captures_need_room_for_one_round_not_for_all_of_them(
     done = [d for d, _, _ in shown]
     assert done == sorted(done) and shown[-1] == (sum(f.stat().st_size for f in files), shown[-1][1], result.flows)
     assert shown[-1][1] == shown[-1][0]
+    unpacking = [d for d, _, n in shown if n == 0]  # the bar moves while the first round is decompressed (a, part of b)
+    first_two = files[0].stat().st_size + files[1].stat().st_size
+    assert len(unpacking) > 2 and 0 < unpacking[-1] <= first_two * ingest_module.UNPACKING_SHARE
 
 
 def test_a_round_ends_at_its_bytes_of_copies_and_errors_name_the_files_as_given(
