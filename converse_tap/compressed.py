@@ -14,16 +14,23 @@ import gzip
 import io
 import lzma
 import shutil
+import zipfile
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from .a2a.inflate import zstd  # the module mitmproxy itself uses (compression.zstd or its backport)
 from .capturefile import open_regular
 
 # magic bytes -> the name of the compression
-MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
+MAGIC = {
+    b"\x1f\x8b": "gzip",
+    b"BZh": "bzip2",
+    b"\xfd7zXZ\x00": "xz",
+    b"\x28\xb5\x2f\xfd": "zstd",
+    b"PK\x03\x04": "zip",  # a HAR in a zip (Playwright's `.har.zip`: the HAR and its bodies as files beside it)
+}
 _STEP = 1 << 20  # bytes decompressed at a time
 _CHECK = 64 << 20  # bytes written between two looks at the disk's free space
 KEEP_FREE = 1 << 30  # bytes of disk left free at least, and a twentieth of the disk
@@ -50,7 +57,9 @@ def compression_of(head: bytes) -> str | None:
     return None
 
 
-def _opener(name: str, raw: BinaryIO) -> io.BufferedIOBase:
+def _opener(name: str, raw: BinaryIO) -> io.BufferedIOBase | IO[bytes]:
+    if name == "zip":
+        return _har_member(raw)
     if name == "gzip":
         return gzip.GzipFile(fileobj=raw, mode="rb")
     if name == "bzip2":
@@ -58,6 +67,18 @@ def _opener(name: str, raw: BinaryIO) -> io.BufferedIOBase:
     if name == "zstd":
         return zstd.ZstdFile(raw, "rb")
     return io.BufferedReader(_Xz(raw))
+
+
+def _har_member(raw: BinaryIO) -> IO[bytes]:
+    """The HAR file of a zip (its one member named `*.har`), to be read; NotDecompressed for any other zip."""
+    try:
+        archive = zipfile.ZipFile(raw)
+        names = [i for i in archive.infolist() if i.filename.lower().endswith(".har") and not i.is_dir()]
+        if len(names) != 1:
+            raise NotDecompressed(f"a zip holding {len(names)} files named *.har, not one HAR and its bodies")
+        return archive.open(names[0])
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, ValueError, OSError) as e:
+        raise NotDecompressed(f"the zip data is damaged or unsupported ({e})") from None
 
 
 class _Xz(io.RawIOBase):
@@ -123,12 +144,15 @@ def decompress(path: Path, name: str, folder: Path, read: Callable[[int], None] 
     written = 0
     room = _room(folder)
     with open_regular(path) as raw, open(out, "wb") as dst:
-        src = _opener(name, raw)
+        src = _opener(name, raw)  # (a zip other than a HAR's: NotDecompressed, nothing written)
         try:
             while True:
                 try:
                     data = src.read(_STEP)
-                except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError, zstd.ZstdError) as e:
+                except (
+                    OSError, EOFError, ValueError, RuntimeError, NotImplementedError, zlib.error, lzma.LZMAError,
+                    zstd.ZstdError, zipfile.BadZipFile,
+                ) as e:  # fmt: skip
                     raise NotDecompressed(_unread(name, e), written, out) from None
                 if not data:
                     return out

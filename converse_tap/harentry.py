@@ -10,9 +10,12 @@ import base64
 import hashlib
 import json
 import math
+import os
 import uuid
+import zipfile
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
 from mitmproxy import http
 from mitmproxy.io import har
@@ -22,6 +25,7 @@ from .a2a.exchange import HttpExchange
 from .a2a.headers import Headers
 from .a2a.inflate import inflate
 from .addon.flows import DEFAULT_MAX_BODY, PREFIX, exchange_from_flow
+from .capturefile import open_regular
 
 MAX_HEADERS = 10_000  # header fields of a request or response
 _MAX_TS = 253_402_300_799.0  # 9999-12-31T23:59:59Z
@@ -59,8 +63,11 @@ def _number(value: Any, what: str, anomalies: list[str]) -> float | None:
 _PLACEHOLDER = "http://url.invalid/"
 
 
-def exchange(entry: Any, max_body: int = DEFAULT_MAX_BODY, size: int = 0) -> HttpExchange:
-    """One HAR entry as an exchange; raises (ValueError, KeyError, TypeError, ...) for an entry that is not one."""
+def exchange(
+    entry: Any, max_body: int = DEFAULT_MAX_BODY, size: int = 0, attached: Attachments | None = None
+) -> HttpExchange:
+    """One HAR entry as an exchange; raises (ValueError, KeyError, TypeError, ...) for an entry that is not one.
+    `attached`: where bodies the HAR keeps as files (`_file`) are read from."""
     if not isinstance(entry, dict):
         raise TypeError(f"a {type(entry).__name__}, not an entry")
     anomalies: list[str] = []
@@ -72,7 +79,9 @@ def exchange(entry: Any, max_body: int = DEFAULT_MAX_BODY, size: int = 0) -> Htt
         if isinstance(headers, list) and len(headers) > MAX_HEADERS:
             raise ValueError(f"{side}.headers holds more than {MAX_HEADERS} fields")
     fid = entry_id(entry, size)
+    entry, big = _attached(entry, attached, max_body, anomalies)
     entry, request_big, response_big = _without_large_bodies(entry, max_body)
+    request_big, response_big = request_big or big.get("request"), response_big or big.get("response")
     entry, codings = _codings_apart(entry)
     url = entry["request"].get("url") if isinstance(entry.get("request"), dict) else None
     try:
@@ -237,3 +246,68 @@ def _times(
             first, end = start, None
         flow.response.timestamp_start = first
         flow.response.timestamp_end = end
+
+
+class Attachments:
+    """Bodies a HAR keeps as files (`"_file": NAME` in place of `text`, as Playwright writes them with content
+    "attach"): in the HAR's folder, or in the zip it came in (`.har.zip`). A name is a file name, never a path: one
+    that names another folder (`../x`, `/etc/x`) is no attachment."""
+
+    def __init__(self, source: Path) -> None:
+        self.source = source
+        self._zip: zipfile.ZipFile | None = None
+        self._file: BinaryIO | None = None
+
+    def read(self, name: Any, limit: int) -> tuple[bytes, int] | None:
+        """(its first `limit` + 1 bytes at most, its size) of the attachment `name`; None when there is none."""
+        if not isinstance(name, str) or name in ("", ".", "..") or any(c in name for c in "/\\\0"):
+            return None
+        try:
+            if self.source.is_dir():
+                with open_regular(self.source / name) as f:
+                    return f.read(limit + 1), os.fstat(f.fileno()).st_size
+            if self._zip is None:
+                self.close()
+                self._file = open_regular(self.source)
+                self._zip = zipfile.ZipFile(self._file)
+            info = self._zip.getinfo(name)
+            with self._zip.open(info) as member:
+                return member.read(limit + 1), info.file_size
+        except (OSError, KeyError, EOFError, ValueError, RuntimeError, NotImplementedError, zipfile.BadZipFile):
+            return None
+
+    def close(self) -> None:
+        if self._zip is not None:
+            self._zip.close()
+            self._zip = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _attached(
+    entry: dict[str, Any], attached: Attachments | None, max_body: int, anomalies: list[str]
+) -> tuple[dict[str, Any], dict[str, tuple[int, bytes]]]:
+    """The entry with each body kept as a file read into it, and for one larger than `max_body`, (size, first
+    bytes), its text left empty. An attachment not found is noted `har_<side>_attachment_missing:<name>`."""
+    big: dict[str, tuple[int, bytes]] = {}
+    for side, key in (("request", "postData"), ("response", "content")):
+        holder: Any = entry.get(side)
+        body: Any = holder.get(key) if isinstance(holder, dict) else None
+        if not isinstance(body, dict) or "_file" not in body or body.get("text"):
+            continue
+        got = attached.read(body["_file"], max_body) if attached is not None else None
+        if got is None:
+            anomalies.append(f"har_{side}_attachment_missing:{clip(str(body['_file']))}")
+            continue
+        data, size = got
+        if max(size, len(data)) > max_body:
+            big[side] = (max(size, len(data)), data[:PREFIX])
+            text = ""
+        elif side == "request":  # mitmproxy's importer takes a request body as text only
+            text = data.decode("utf-8", "surrogateescape")
+        else:
+            body = {**body, "encoding": "base64"}
+            text = base64.b64encode(data).decode()
+        entry = {**entry, side: {**holder, key: {**body, "text": text}}}
+    return entry, big

@@ -137,6 +137,7 @@ def _read(
     """One round: its result, and the digests of the flows it read (when a round follows, else none)."""
     total = sum(p.stat().st_size for p in found.read)
     groups = plan(found.read, found.kinds, jobs, part_bytes)
+    groups = [[replace(p, attachments=found.attachments.get(p.path)) if p.har else p for p in g] for g in groups]
     like = Share([], out, policy, max_body, known, redaction, journal_dir=journal_dir, keep_ids=not found.last)
     result = IngestResult()
     if len(groups) == 1:

@@ -41,6 +41,7 @@ class Part:
     end: int | None = None
     before: int = 0
     har: bool = False
+    attachments: Path | None = None  # a HAR's bodies kept as files: their folder or zip (None: the HAR's folder)
 
     def size(self) -> int:
         return (self.end if self.end is not None else self.path.stat().st_size) - self.start
@@ -137,6 +138,7 @@ class Inputs:
     shown: dict[Path, Path] = field(default_factory=dict)
     given: int = 0
     unpacked: int = 0  # bytes (as given) of the compressed captures this round decompressed, read or not
+    attachments: dict[Path, Path] = field(default_factory=dict)  # decompressed HAR -> where its `_file` bodies are
     last: bool = True
 
 
@@ -155,6 +157,14 @@ class _Scratch:
         if self.path is None:
             self.path = Path(self.cleanup.enter_context(tempfile.TemporaryDirectory(prefix="converse-tap-ingest-")))
         return self.path
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with open_regular(path) as f:
+            return f.read(8)
+    except OSError:
+        return b""
 
 
 def size_as_given(path: Path) -> int:
@@ -220,6 +230,8 @@ def _take(p: Path, found: Inputs, tmp: Callable[[], Path], alone: bool, unpackin
         found.read.append(p)
         found.kinds[p] = what
         found.given += size_as_given(given)
+        if p != given:  # a copy: its bodies kept as files are in the zip it came in, or beside the compressed file
+            found.attachments[p] = given if compression_of(_head(given)) == "zip" else given.parent
     return copy
 
 

@@ -156,8 +156,9 @@ class Run:
     def _part(self, part: Part) -> None:
         if part.har:
             hpos = harfile.HarPosition()
-            source = _har_exchanges(part.path, self.share.max_body, hpos, self._skipped)
-            self._read(source, lambda: hpos.offset)
+            with contextlib.closing(harentry.Attachments(part.attachments or part.path.parent)) as attached:
+                source = _har_exchanges(part.path, self.share.max_body, hpos, self._skipped, attached)
+                self._read(source, lambda: hpos.offset)
         else:
             fpos = flowfile.Position(flows=part.before)
 
@@ -257,7 +258,11 @@ class Run:
 
 
 def _har_exchanges(
-    path: Path, max_body: int, pos: harfile.HarPosition, skipped: Callable[[IngestError], None]
+    path: Path,
+    max_body: int,
+    pos: harfile.HarPosition,
+    skipped: Callable[[IngestError], None],
+    attached: harentry.Attachments | None = None,
 ) -> Iterator[HttpExchange]:
     """The exchanges of a HAR's entries; an entry that cannot be one costs only itself (`skipped` is told)."""
     i = -1
@@ -267,7 +272,7 @@ def _har_exchanges(
                 skipped(IngestError(path, f"log.entries[{i}]", f"unreadable entry ({entry.reason})"))
                 continue
             try:
-                ex = harentry.exchange(entry, max_body, pos.size)
+                ex = harentry.exchange(entry, max_body, pos.size, attached)
             except Exception as e:  # mitmproxy's importer raises whatever a malformed entry provokes
                 why = "nested too deep" if isinstance(e, RecursionError) else f"{type(e).__name__}: {str(e)[:200]}"
                 skipped(IngestError(path, f"log.entries[{i}]", f"malformed entry ({why})"))

@@ -515,3 +515,53 @@ def test_progress_bar_on_a_terminal_only(tmp_path: Path, capture: Path) -> None:
     piped = _cli_process(["ingest", str(capture), "--out", str(tmp_path / "piped")], stderr=subprocess.PIPE)
     _, err = piped.communicate(timeout=120)
     assert piped.returncode == 0 and "\r" not in err and "flows/s" not in err and err.startswith("ingested ")
+
+
+def _attach(entry: dict, name: str) -> bytes:
+    """The entry's reply kept as a file, as Playwright writes it with content "attach"; the reply's bytes."""
+    reply = entry["response"]["content"].pop("text").encode()
+    entry["response"]["content"]["_file"] = name
+    return reply
+
+
+def test_har_bodies_kept_as_files_beside_it_or_in_its_zip_are_read(tmp_path: Path) -> None:
+    """Playwright records bodies as files (`"_file"` in place of `text`): beside the HAR, or in the `.har.zip` with
+    it. They are read, so the replies' envelopes are; a name that is a path (`../secret.json`) is never followed,
+    and an attachment that is not there is noted, the exchange kept."""
+    import zipfile
+
+    folder = tmp_path / "pw"
+    folder.mkdir()
+    found, away, missing = _entry("found"), _entry("away"), _entry("missing")
+    (folder / "0a1b.json").write_bytes(_attach(found, "0a1b.json"))
+    (tmp_path / "secret.json").write_bytes(_attach(away, "../secret.json"))
+    _attach(missing, "gone.json")
+    _har(folder / "session.har", [found, away, missing])
+    zipped = tmp_path / "session.har.zip"
+    with zipfile.ZipFile(zipped, "w", zipfile.ZIP_DEFLATED) as z:
+        z.write(folder / "session.har", "har.har")
+        z.write(folder / "0a1b.json", "0a1b.json")
+        z.writestr("secret.json", (tmp_path / "secret.json").read_bytes())  # in the zip, but named as a path
+    for capture in (folder / "session.har", zipped):
+        out = tmp_path / f"out-{capture.suffix}"
+        result = ingest([capture], out, TextPolicy())
+        assert (result.exchanges, result.errors) == (3, [])
+        notes = sorted(a for row in load(out, "exchanges")["anomalies"] for a in row if "attachment" in a)
+        assert notes == ["har_response_attachment_missing:../secret.json", "har_response_attachment_missing:gone.json"]
+        msgs = load(out, "messages")
+        assert len(msgs[msgs["role"] != "user"]) == 1  # the reply read from its file
+
+
+def test_a_zip_that_is_not_a_har_and_its_bodies_is_named(tmp_path: Path) -> None:
+    import zipfile
+
+    two = tmp_path / "two.zip"
+    with zipfile.ZipFile(two, "w") as z:
+        z.writestr("a.har", "{}")
+        z.writestr("b.har", "{}")
+    broken = tmp_path / "broken.zip"
+    broken.write_bytes(b"PK\x03\x04" + b"\x00" * 40)
+    r = CliRunner().invoke(cli, ["ingest", str(two), str(broken), "--out", str(tmp_path / "out")])
+    assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+    assert "two.zip: byte 0 of the decompressed capture: a zip holding 2 files named *.har" in r.stderr
+    assert "broken.zip: byte 0 of the decompressed capture: the zip data is damaged" in r.stderr

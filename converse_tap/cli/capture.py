@@ -221,7 +221,8 @@ def ingest(
     An unreadable record, entry or damaged stretch is named with its file and position and costs only itself;
     the rest is kept (exit 1). Exchanges already in the dataset are skipped. A progress bar shows on a terminal.
     A capture compressed with gzip, bzip2, xz or zstd is decompressed into a temporary file ($TMPDIR) first,
-    a few at a time (up to 4 GiB of copies, or what the disk holds), each removed once read.
+    a few at a time (up to 4 GiB of copies, or what the disk holds), each removed once read; so is a
+    Playwright .har.zip, whose bodies kept as files are read from the zip.
     A directory stands for every file under it (hidden ones, links to folders and the dataset itself left out).
     """
     from ..a2a.redact import Redaction
