@@ -159,14 +159,6 @@ class _Scratch:
         return self.path
 
 
-def _head(path: Path) -> bytes:
-    try:
-        with open_regular(path) as f:
-            return f.read(8)
-    except OSError:
-        return b""
-
-
 def size_as_given(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -200,10 +192,11 @@ def rounds(paths: list[Path], copies: int | None = None, unpacking: Unpacking | 
 
 def _take(p: Path, found: Inputs, tmp: Callable[[], Path], alone: bool, unpacking: Unpacking | None) -> int:
     """Add `p` to the round `found` (decompressed into `tmp()` if compressed); the bytes of its copy."""
-    given, copy = p, 0
+    given, copy, packed = p, 0, ""
     try:
         what = kind(p)
         if what in MAGIC.values():
+            packed = what
             try:
                 folder = tmp()
             except OSError as e:
@@ -231,7 +224,7 @@ def _take(p: Path, found: Inputs, tmp: Callable[[], Path], alone: bool, unpackin
         found.kinds[p] = what
         found.given += size_as_given(given)
         if p != given:  # a copy: its bodies kept as files are in the zip it came in, or beside the compressed file
-            found.attachments[p] = given if compression_of(_head(given)) == "zip" else given.parent
+            found.attachments[p] = given if packed == "zip" else given.parent
     return copy
 
 
