@@ -14,6 +14,7 @@ import gzip
 import io
 import lzma
 import shutil
+import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -140,10 +141,11 @@ def decompress(path: Path, name: str, folder: Path, read: Callable[[int], None] 
     """`path` (compressed with `name`) decompressed into a new file in `folder`; `read(n)`, if given, is told the
     bytes of `path` read so far as it goes. NotDecompressed when it cannot be read to its end (the file left holds
     what came before the damage) or would take the disk past its reserve."""
-    out = folder / f"{len(list(folder.iterdir())):06d}.capture"
+    fd, copy = tempfile.mkstemp(suffix=".capture", dir=folder)  # (listing the folder for a name: n² over a round)
+    out = Path(copy)
     written = 0
     room = _room(folder)
-    with open_regular(path) as raw, open(out, "wb") as dst:
+    with open(fd, "wb") as dst, open_regular(path) as raw:  # (the descriptor closed whatever happens)
         src = _opener(name, raw)  # (a zip other than a HAR's: NotDecompressed, nothing written)
         try:
             while True:

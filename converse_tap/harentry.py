@@ -115,6 +115,16 @@ def exchange(
     return ex
 
 
+def _header_name(field: Any) -> str:
+    """A HAR header field's name, lower-cased, in either notation mitmproxy's importer reads (`{"name", "value"}`,
+    or `[name, value]` as Slack writes them)."""
+    if isinstance(field, dict):
+        return str(field.get("name", "")).lower()
+    if isinstance(field, list | tuple) and field:
+        return str(field[0]).lower()
+    return ""
+
+
 def _codings_apart(entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list[Any]]]:
     """The entry without its Content-Encoding header fields, and each side's header list as written (for a side
     that had one). A HAR holds bodies decoded; mitmproxy's importer encodes them again for their Content-Encoding,
@@ -126,7 +136,7 @@ def _codings_apart(entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, lis
         fields = holder.get("headers") if isinstance(holder, dict) else None
         if not isinstance(fields, list):
             continue
-        kept = [f for f in fields if not (isinstance(f, dict) and str(f.get("name", "")).lower() == "content-encoding")]
+        kept = [f for f in fields if _header_name(f) != "content-encoding"]
         if len(kept) != len(fields):
             found[side] = fields
             entry = {**entry, side: {**holder, "headers": kept}}

@@ -69,7 +69,7 @@ def ingest(
     result = IngestResult(files=len(paths))
     total = sum(size_as_given(p) for p in paths)
     known: np.ndarray | None = None
-    shown = _Shown(progress, total) if progress is not None else None
+    shown = _Shown(progress, total, result) if progress is not None else None
     try:  # compressed captures decompressed a round at a time
         with contextlib.closing(rounds(paths, unpacking=shown.unpacking if shown else None)) as each:
             for found in each:
@@ -84,8 +84,6 @@ def ingest(
                     )
                     r.errors = [as_given(e, found.shown) for e in r.errors]  # the files as given, not their copies
                     _merge(result, r)
-                    if shown is not None:
-                        shown.flows += r.flows
                     if not found.last:
                         known = np.union1d(known, added)  # what the next rounds find already read
                     if r.interrupted or r.write_error:
@@ -105,21 +103,22 @@ class _Shown:
     never going back: a round's compressed captures fill UNPACKING_SHARE of their bytes as they are decompressed,
     then reading the round's files (bytes of their plain copies) fills the rest of the round's stretch."""
 
-    def __init__(self, progress: Progress, total: int) -> None:
-        self.progress, self.total = progress, total
-        self.base = self.flows = self.last = 0  # where the round starts; flows of earlier rounds; shown so far
+    def __init__(self, progress: Progress, total: int, result: IngestResult) -> None:
+        self.progress, self.total, self.result = progress, total, result  # (its flows: those of the rounds read)
+        self.base = self.last = 0  # where the round starts; shown so far
 
     def show(self, done: int, flows: int) -> None:
         self.last = max(self.last, done)
         self.progress(self.last, self.total, flows)
 
     def unpacking(self, unpacked: int) -> None:
-        self.show(self.base + int(unpacked * UNPACKING_SHARE), self.flows)
+        self.show(self.base + int(unpacked * UNPACKING_SHARE), self.result.flows)
 
     def reading(self, found: Inputs) -> Progress:
         start = self.base + int(found.unpacked * UNPACKING_SHARE)
         span = max(0, found.given - int(found.unpacked * UNPACKING_SHARE))
-        return lambda done, plain, n: self.show(start + done * span // max(plain, 1), self.flows + n)
+        flows = self.result.flows
+        return lambda done, plain, n: self.show(start + done * span // max(plain, 1), flows + n)
 
 
 def _read(

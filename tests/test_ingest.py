@@ -517,6 +517,19 @@ def test_progress_bar_on_a_terminal_only(tmp_path: Path, capture: Path) -> None:
     assert piped.returncode == 0 and "\r" not in err and "flows/s" not in err and err.startswith("ingested ")
 
 
+def test_har_headers_as_name_value_pairs_with_a_content_encoding_mitmproxy_cannot_apply(tmp_path: Path) -> None:
+    """Slack writes header fields as `[name, value]`: a Content-Encoding among them is taken apart as well."""
+    entry = _entry("pairs")
+    for side in ("request", "response"):
+        entry[side]["headers"] = [[h["name"], h["value"]] for h in entry[side]["headers"]]
+        entry[side]["headers"].append(["Content-Encoding", "br, gzip"])
+    _har(tmp_path / "x.har", [entry])
+    result = ingest([tmp_path / "x.har"], tmp_path / "out", TextPolicy())
+    assert (result.exchanges, result.errors) == (1, [])
+    msgs = load(tmp_path / "out", "messages")
+    assert sorted(msgs["role"]) == ["agent", "user"]
+
+
 def _attach(entry: dict, name: str) -> bytes:
     """The entry's reply kept as a file, as Playwright writes it with content "attach"; the reply's bytes."""
     reply = entry["response"]["content"].pop("text").encode()
