@@ -58,7 +58,8 @@ def compression_of(head: bytes) -> str | None:
     return None
 
 
-def _opener(name: str, raw: BinaryIO) -> io.BufferedIOBase | IO[bytes]:
+def opened(name: str, raw: BinaryIO) -> io.BufferedIOBase | IO[bytes]:
+    """The decompressed bytes of `raw` (compressed with `name`), to be read a step at a time."""
     if name == "zip":
         return _har_member(raw)
     if name == "gzip":
@@ -146,7 +147,7 @@ def decompress(path: Path, name: str, folder: Path, read: Callable[[int], None] 
     written = 0
     room = _room(folder)
     with open(fd, "wb") as dst, open_regular(path) as raw:  # (the descriptor closed whatever happens)
-        src = _opener(name, raw)  # (a zip other than a HAR's: NotDecompressed, nothing written)
+        src = opened(name, raw)  # (a zip other than a HAR's: NotDecompressed, nothing written)
         try:
             while True:
                 try:

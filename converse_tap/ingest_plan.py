@@ -4,7 +4,10 @@ bytes, one per process (read by `ingest`)."""
 
 from __future__ import annotations
 
+import codecs
+import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Generator
 from contextlib import ExitStack
@@ -19,6 +22,7 @@ from .harfile import encoding_of
 
 NOT_A_CAPTURE = "not a mitmproxy flow file or HAR"
 PART_BYTES = 8 * 1024 * 1024  # below this much input, ingest stays in one process
+CHUNK = 1 << 20  # bytes of a HAR read at a time when looking for the bodies it keeps as files
 
 
 class IngestError(Exception):
@@ -288,4 +292,57 @@ def capture_files(args: list[Path], skip: Path | None = None) -> tuple[list[Path
         for root, dirs, names in os.walk(arg, onerror=unlisted):  # links to folders are not followed
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and (Path(root) / d).resolve() != skipped)
             files.extend(Path(root) / n for n in sorted(names) if not n.startswith("."))
-    return files, errors
+    return without_attachments(files), errors
+
+
+_HAR_NAME = re.compile(r"\.har(?:\.(?:gz|bz2|xz|zst|zstd))?$", re.IGNORECASE)
+_FILE_KEY = re.compile(r'"_file"\s*:\s*("(?:[^"\\]|\\.){1,1024}")')
+_OVERLAP = 2100  # characters a `"_file": "NAME"` pair may span (a name of up to 1024 characters, escaped)
+
+
+def without_attachments(files: list[Path]) -> list[Path]:
+    """`files` less the bodies a HAR among them keeps as files beside it (`"_file": NAME`, as Playwright writes
+    them with content "attach": `<sha1>.json`, `<sha1>.html`...): they are read with their HAR, not as captures of
+    their own, which a JSON body would seem to be. Only a folder holding a HAR and other files is looked into."""
+    folders: dict[Path, list[Path]] = {}
+    for f in files:
+        folders.setdefault(f.parent, []).append(f)
+    dropped: set[Path] = set()
+    for members in folders.values():
+        hars = [f for f in members if _HAR_NAME.search(f.name)]
+        if hars and len(hars) < len(members):
+            names = {n for h in hars for n in attachment_names(h)}
+            dropped.update(f for f in members if f.name in names and f not in hars)
+    return [f for f in files if f not in dropped] if dropped else files
+
+
+def attachment_names(har: Path) -> set[str]:
+    """The names a HAR gives its bodies kept as files (`"_file": NAME`), found by a scan of its text (decompressed
+    first if it is compressed); names that are paths are left out (never read: see `harentry.Attachments`). A file
+    that cannot be read has none here: ingest reports it when it reads it."""
+    found: set[str] = set()
+    try:
+        with open_regular(har) as raw:
+            compression = compression_of(raw.read(8))
+            raw.seek(0)
+            if compression == "zip":
+                return found  # (a `.har.zip` holds its bodies itself)
+            src = compressed.opened(compression, raw) if compression else raw
+            try:
+                text, decoder = "", None
+                while chunk := src.read(CHUNK):
+                    if decoder is None:
+                        decoder = codecs.getincrementaldecoder(encoding_of(chunk))("replace")
+                    text = text[-_OVERLAP:] + decoder.decode(chunk)
+                    for m in _FILE_KEY.finditer(text):
+                        try:
+                            name = json.loads(m.group(1))
+                        except ValueError:
+                            continue
+                        if name and "/" not in name and "\\" not in name and name not in (".", ".."):
+                            found.add(name)
+            finally:
+                src.close()
+    except Exception:  # damaged, unreadable, not a HAR: reported when ingest reads it (the names found stand)
+        return found
+    return found

@@ -578,3 +578,48 @@ def test_a_zip_that_is_not_a_har_and_its_bodies_is_named(tmp_path: Path) -> None
     assert r.exit_code == 1 and "Traceback" not in r.output, r.output
     assert "two.zip: byte 0 of the decompressed capture: a zip holding 2 files named *.har" in r.stderr
     assert "broken.zip: byte 0 of the decompressed capture: the zip data is damaged" in r.stderr
+
+
+@pytest.mark.parametrize("har_name", ["session.har", "session.har.gz", "Session.HAR"])
+def test_a_folder_of_a_har_and_its_bodies_kept_as_files_is_ingested_as_one_capture(
+    tmp_path: Path, har_name: str
+) -> None:
+    """Playwright writes a HAR's bodies beside it (`<sha1>.json`, `<sha1>.dat`): a folder (or a shell's `pw/*`)
+    holding them is ingested as the HAR alone, its bodies read with it. A JSON file no HAR names is still a file
+    to ingest, and says it is not a capture; a flow file in the same folder is ingested as well."""
+    import gzip
+
+    folder = tmp_path / "pw"
+    folder.mkdir()
+    a, b = _entry("a"), _entry("b")
+    (folder / "0a1b.json").write_bytes(_attach(a, "0a1b.json"))
+    (folder / "9f9f.dat").write_bytes(_attach(b, "9f9f.dat"))
+    _har(folder / "plain.har", [a, b])
+    har = (folder / "plain.har").read_bytes()
+    (folder / "plain.har").unlink()
+    (folder / har_name).write_bytes(gzip.compress(har) if har_name.endswith(".gz") else har)
+    (folder / "stray.json").write_text('{"jsonrpc": "2.0"}')
+    _flow_file(folder / "other.mitm", 2)
+    for args in ([folder], sorted(folder.iterdir())):
+        out = tmp_path / f"out{len(args)}"
+        r = CliRunner().invoke(cli, ["ingest", *map(str, args), "--out", str(out)])
+        assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+        assert r.stderr.count("Error:") == 1 and "stray.json" in r.stderr, r.stderr
+        assert "from 2 file(s)" in r.stderr
+        msgs = load(out, "messages")
+        assert len(msgs[msgs["role"] == "agent"]) == 2 + 2  # both replies read from their files, and the flows'
+
+
+def test_attachment_names_are_found_across_reads_in_any_unicode_encoding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from converse_tap import ingest_plan
+
+    monkeypatch.setattr(ingest_plan, "CHUNK", 5)  # every name straddles a read
+    text = json.dumps({"log": {"entries": [{"response": {"content": {"_file": n}}} for n in NAMES]}}, indent=1)
+    for encoding in ("utf-8", "utf-16", "utf-32"):
+        (tmp_path / "x.har").write_bytes(text.encode(encoding))
+        assert ingest_plan.attachment_names(tmp_path / "x.har") == {"0a1b.json", "é 2.dat"}, encoding
+
+
+NAMES = ["0a1b.json", "é 2.dat", "../secret.json", "/etc/passwd", "..", "a\\b"]

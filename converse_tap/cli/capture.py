@@ -223,7 +223,8 @@ def ingest(
     A capture compressed with gzip, bzip2, xz or zstd is decompressed into a temporary file ($TMPDIR) first,
     a few at a time (up to 4 GiB of copies, or what the disk holds), each removed once read; so is a
     Playwright .har.zip, whose bodies kept as files are read from the zip.
-    A directory stands for every file under it (hidden ones, links to folders and the dataset itself left out).
+    A directory stands for every file under it (hidden ones, links to folders and the dataset itself left out);
+    the bodies a HAR beside them keeps as files (Playwright's "attach") are read with it, not as captures.
     """
     from ..a2a.redact import Redaction
     from ..ingest import EMPTY, NOT_A_CAPTURE, IngestError, kind
