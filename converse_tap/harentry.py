@@ -111,8 +111,30 @@ def exchange(
         ex.anomalies.append(f"response_body_too_large:{response_big[0]}")
     for side, fields in codings.items():  # the bodies are the decoded ones the HAR holds; the headers as it states
         setattr(ex, f"{side}_headers", Headers(har.fix_headers(fields).items(multi=True)))
+        wire = _wire_size(entry[side])
+        if wire is not None and (side == "request" or flow.response is not None):
+            setattr(ex, "bytes_in" if side == "request" else "bytes_out", wire)
     _decode_still_encoded(ex, max_body)
     return ex
+
+
+def _wire_size(side: dict[str, Any]) -> int | None:
+    """The bytes a body encoded for its Content-Encoding had on the wire, as the HAR states them: `bodySize`, else
+    the decoded `content.size` less what compression saved (`content.compression`); None when it states neither
+    (-1, absent, not a number), the decoded length then standing in."""
+    size = _count(side.get("bodySize"))
+    if size is not None:
+        return size
+    content = side.get("content")
+    if isinstance(content, dict):
+        full, saved = _count(content.get("size")), _count(content.get("compression"))
+        if full is not None and saved is not None and saved <= full:
+            return full - saved
+    return None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _header_name(field: Any) -> str:

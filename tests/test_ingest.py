@@ -623,3 +623,31 @@ def test_attachment_names_are_found_across_reads_in_any_unicode_encoding(
 
 
 NAMES = ["0a1b.json", "é 2.dat", "../secret.json", "/etc/passwd", "..", "a\\b"]
+
+
+def test_har_body_sizes_are_the_bytes_on_the_wire_when_the_body_was_encoded(tmp_path: Path) -> None:
+    """A HAR holds bodies decoded; `bytes_out` is the body's size on the wire: the entry's `bodySize` where the
+    response had a Content-Encoding, else its `content.size` less `content.compression`, else (neither stated)
+    the decoded length; a body sent as it is keeps its own length whatever the entry states."""
+    cases = {
+        "body-size": ({"bodySize": 123}, True, 123),
+        "compression": ({"bodySize": -1, "content": {"size": 1000, "compression": 950}}, True, 50),
+        "unstated": ({"bodySize": -1}, True, None),
+        "identity": ({"bodySize": 7}, False, None),
+    }
+    entries = []
+    for name, (sizes, encoded, _) in cases.items():
+        entry = _entry(name)
+        content = {**entry["response"]["content"], **sizes.pop("content", {})}
+        entry["response"] = {**entry["response"], **sizes, "content": content}
+        if encoded:
+            entry["response"]["headers"].append({"name": "Content-Encoding", "value": "gzip"})
+        entries.append(entry)
+    _har(tmp_path / "x.har", entries)
+    assert ingest([tmp_path / "x.har"], tmp_path / "out", TextPolicy()).errors == []
+    decoded = len(entries[0]["response"]["content"]["text"].encode())
+    exchanges = load(tmp_path / "out", "exchanges")
+    msgs = load(tmp_path / "out", "messages")
+    texts = msgs[msgs["role"] == "user"].set_index("exchange_id")["text"]
+    sizes_by_case = {texts[e]: b for e, b in zip(exchanges["exchange_id"], exchanges["bytes_out"], strict=True)}
+    assert sizes_by_case == {n: want if want is not None else decoded for n, (_, _, want) in cases.items()}
