@@ -26,6 +26,7 @@ from .a2a.headers import Headers
 from .a2a.inflate import inflate
 from .addon.flows import DEFAULT_MAX_BODY, PREFIX, exchange_from_flow
 from .capturefile import open_regular
+from .harfit import fitted
 
 MAX_HEADERS = 10_000  # header fields of a request or response
 _MAX_TS = 253_402_300_799.0  # 9999-12-31T23:59:59Z
@@ -79,7 +80,8 @@ def exchange(
         if isinstance(headers, list) and len(headers) > MAX_HEADERS:
             raise ValueError(f"{side}.headers holds more than {MAX_HEADERS} fields")
     fid = entry_id(entry, size)
-    entry, big = _attached(entry, attached, max_body, anomalies)
+    fit = fitted(entry, anomalies)
+    entry, big = _attached(fit.entry, attached, max_body, anomalies)
     entry, request_big, response_big = _without_large_bodies(entry, max_body)
     request_big, response_big = request_big or big.get("request"), response_big or big.get("response")
     entry, codings = _codings_apart(entry)
@@ -98,11 +100,21 @@ def exchange(
     else:
         url = None
     flow.id = fid
+    if not fit.responded:
+        flow.response = None
     _http_versions(flow, entry, anomalies)
-    _times(flow, entry, total, waits, anomalies)
+    if fit.started:
+        _times(flow, entry, total, waits, anomalies)
+    else:  # no time stated: none is made up
+        flow.request.timestamp_start = flow.request.timestamp_end = None  # type: ignore[assignment]
+        if flow.response is not None:
+            flow.response.timestamp_start = flow.response.timestamp_end = None  # type: ignore[assignment]
     ex = exchange_from_flow(flow, max_body=max_body, source="ingest", extra_anomalies=anomalies)
     if url is not None:
         ex.url = url
+    failure = entry["response"].get("_error")  # Chrome's reason for a request that got no response (status 0)
+    if isinstance(failure, str) and failure and ex.error is None:
+        ex.error = clip(failure)
     if request_big is not None:
         ex.request_body, ex.request_prefix, ex.bytes_in = None, request_big[1], request_big[0]
         ex.anomalies.append(f"request_body_too_large:{request_big[0]}")

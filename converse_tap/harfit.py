@@ -1,0 +1,138 @@
+"""A HAR entry made readable by mitmproxy's importer (`mitmproxy.io.har.request_to_flow`), which indexes the
+fields the HAR format requires and raises on any of them missing or of another type. Exporters write what they
+please: a `null` response for a request that never got one, `null` headers, a header value that is a number, a
+form's `params` without its `text`, a start time that is not ISO 8601. Each such field is filled in with what
+stands for "unknown" and noted on the exchange, so that one odd field costs that field, never the exchange; only
+an entry without a request method or URL, which is no exchange at all, is still refused."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from .a2a.envelope import clip
+
+_EPOCH = "1970-01-01T00:00:00+00:00"  # stands for an unreadable start time (the exchange's times are then unknown)
+_NO_RESPONSE = {"status": 0, "httpVersion": "", "headers": [], "content": {}}
+
+
+@dataclass
+class Fitted:
+    entry: dict[str, Any]
+    started: bool = True  # the entry's start time was read
+    responded: bool = True  # the entry has a response
+
+
+def fitted(entry: dict[str, Any], anomalies: list[str]) -> Fitted:
+    """`entry` with every field the importer indexes present and of its type, each one replaced noted
+    (`har_<where>_unreadable`, `har_response_missing`); ValueError for an entry without a request method or URL."""
+    request = entry.get("request")
+    if not isinstance(request, dict) or not isinstance(request.get("method"), str):
+        raise ValueError("request.method missing")
+    if not isinstance(request.get("url"), str):
+        raise ValueError("request.url missing")
+    fit = Fitted(dict(entry))
+    if not _iso_time(entry.get("startedDateTime")):
+        anomalies.append("har_started_unreadable")
+        fit.entry["startedDateTime"], fit.started = _EPOCH, False
+    response = entry.get("response")
+    if not isinstance(response, dict):
+        anomalies.append("har_response_missing")
+        response, fit.responded = _NO_RESPONSE, False
+    fit.entry["request"] = _side(request, "request", anomalies)
+    fit.entry["response"] = _side(response, "response", anomalies)
+    return fit
+
+
+def _iso_time(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
+
+
+def _side(holder: dict[str, Any], side: str, anomalies: list[str]) -> dict[str, Any]:
+    holder = dict(holder)
+    fields = holder.get("headers")
+    if fields is None or not isinstance(fields, list):
+        if fields is not None or "headers" in holder:
+            anomalies.append(f"har_{side}_headers_unreadable")
+        holder["headers"] = []
+    else:
+        kept = [f for f in map(_field, fields) if f is not None]
+        if len(kept) != len(fields):
+            anomalies.append(f"har_{side}_header_unreadable:{len(fields) - len(kept)}")
+        holder["headers"] = kept
+    if not isinstance(holder.get("httpVersion"), str):
+        holder["httpVersion"] = ""
+    if side == "request":
+        _request_body(holder, anomalies)
+    else:
+        _response_body(holder, anomalies)
+    return holder
+
+
+def _field(field: Any) -> Any:
+    """A header field in the notation it was written in (`{name, value}`, or `[name, value]` as Slack writes them),
+    a number as its value taken as its text; None for one without a name and value of text."""
+    if isinstance(field, dict):
+        name, value = field.get("name"), field.get("value")
+    elif isinstance(field, list | tuple) and len(field) >= 2:
+        name, value = field[0], field[1]
+    else:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(name, str) or not isinstance(value, str):
+        return None
+    if isinstance(field, dict):
+        return field if value is field.get("value") else {**field, "value": value}
+    return [name, value]
+
+
+def _request_body(holder: dict[str, Any], anomalies: list[str]) -> None:
+    """postData as the importer reads it: `text` (a form written only as `params` becomes its urlencoded text)."""
+    if "postData" not in holder:
+        return
+    body = holder["postData"]
+    if not isinstance(body, dict):
+        anomalies.append("har_request_body_unreadable")
+        del holder["postData"]
+        return
+    text = body.get("text")
+    if isinstance(text, str):
+        return
+    params = body.get("params")
+    if text is None and isinstance(params, list):
+        pairs = [(p.get("name"), p.get("value", "")) for p in params if isinstance(p, dict)]
+        text = urlencode([(n, v) for n, v in pairs if isinstance(n, str) and isinstance(v, str)])
+    else:
+        if text is not None:
+            anomalies.append("har_request_body_unreadable")
+        text = ""
+    holder["postData"] = {**body, "text": text}
+
+
+def _response_body(holder: dict[str, Any], anomalies: list[str]) -> None:
+    status = holder.get("status")
+    if isinstance(status, str) and status.strip().isdigit():
+        status = int(status)
+    if not isinstance(status, int) or isinstance(status, bool) or not 0 <= status <= 999:
+        anomalies.append(f"har_response_status_unreadable:{clip(str(holder.get('status')))}")
+        status = 0
+    holder["status"] = status
+    content = holder.get("content")
+    if not isinstance(content, dict):
+        if content is not None or "content" in holder:
+            anomalies.append("har_response_content_unreadable")
+        holder["content"] = {}
+        return
+    text, encoding = content.get("text"), content.get("encoding")
+    if (text is not None and not isinstance(text, str)) or (encoding is not None and not isinstance(encoding, str)):
+        anomalies.append("har_response_content_unreadable")
+        holder["content"] = {k: v for k, v in content.items() if k not in ("text", "encoding")}
