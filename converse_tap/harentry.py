@@ -73,7 +73,7 @@ def exchange(
         raise TypeError(f"a {type(entry).__name__}, not an entry")
     anomalies: list[str] = []
     timings: dict[str, Any] = entry["timings"] if isinstance(entry.get("timings"), dict) else {}
-    total = _number(entry.get("time") or 0, "time", anomalies)
+    total = _number(entry.get("time"), "time", anomalies)  # not stated: the duration is unknown, not 0
     waits = [_number(timings.get(k), k, anomalies) for k in ("blocked", "dns", "connect", "send", "wait")]
     for side in ("request", "response"):
         headers = entry[side].get("headers") if isinstance(entry.get(side), dict) else None
@@ -283,12 +283,13 @@ def _times(
     flow.request.timestamp_start = start
     flow.request.timestamp_end = start
     if flow.response is not None:
-        first = start + before / 1000.0
+        stated = any(w is not None for w in waits)  # no timings (Playwright's "minimal" HAR): first byte unknown
+        first = start + before / 1000.0 if stated else None
         end = start + total / 1000.0 if total is not None else None
-        if abs(first) > _MAX_TS or (end is not None and abs(end) > _MAX_TS):
+        if (first is not None and abs(first) > _MAX_TS) or (end is not None and abs(end) > _MAX_TS):
             anomalies.append("har_timing_unrepresentable:sum")
             first, end = start, None
-        flow.response.timestamp_start = first
+        flow.response.timestamp_start = first  # type: ignore[assignment]
         flow.response.timestamp_end = end
 
 

@@ -111,3 +111,13 @@ def test_the_importers_fields_are_filled_in_each_noted() -> None:
     assert fit.entry["request"]["httpVersion"] == "" and (fit.started, fit.responded) == (True, True)
     assert notes == []
     assert entry["request"]["headers"][-1]["value"] == 149  # the entry itself is left as it was (its id is of it)
+
+
+def test_an_entry_without_its_duration_has_no_end_time(tmp_path: Path) -> None:
+    """Playwright's "minimal" HAR leaves out `time` and `timings`: the exchange's end is unknown, not its start."""
+    entry = _entry("minimal")
+    del entry["time"], entry["timings"]
+    _har(tmp_path / "x.har", [entry])
+    ingest([tmp_path / "x.har"], tmp_path / "out", TextPolicy())
+    row = load(tmp_path / "out", "exchanges").iloc[0]
+    assert row[["ts_first_byte", "ts_end"]].isna().all() and not row[["ts_start"]].isna().any()
