@@ -96,6 +96,11 @@ def test_chromes_reason_for_a_request_without_response_is_the_exchanges_error(tm
     ingest([tmp_path / "x.har"], tmp_path / "out", TextPolicy())
     exchanges = load(tmp_path / "out", "exchanges").sort_values("error", na_position="last")
     assert list(exchanges["error"].fillna("")) == ["net::ERR_FAILED", ""]
+    failed["response"]["_error"] = "net::ERR_FAILED at https://user:SEKRIT2@agent.test/a2a?token=SEKRIT3"
+    _har(tmp_path / "y.har", [failed])
+    ingest([tmp_path / "y.har"], tmp_path / "out2", TextPolicy())
+    (error,) = load(tmp_path / "out2", "exchanges")["error"]
+    assert error.startswith("net::ERR_FAILED at https://") and "SEKRIT2" not in error and "SEKRIT3" not in error
 
 
 def test_the_importers_fields_are_filled_in_each_noted() -> None:
