@@ -119,10 +119,13 @@ def test_the_importers_fields_are_filled_in_each_noted() -> None:
 
 
 def test_an_entry_without_its_duration_has_no_end_time(tmp_path: Path) -> None:
-    """Playwright's "minimal" HAR leaves out `time` and `timings`: the exchange's end is unknown, not its start."""
+    """Playwright's "minimal" HAR leaves out `time` and `timings`: the exchange's end is unknown, not its start;
+    its reply was seen at the one time known, the start (so it is counted on its day and in its order)."""
     entry = _entry("minimal")
     del entry["time"], entry["timings"]
     _har(tmp_path / "x.har", [entry])
     ingest([tmp_path / "x.har"], tmp_path / "out", TextPolicy())
     row = load(tmp_path / "out", "exchanges").iloc[0]
     assert row[["ts_first_byte", "ts_end"]].isna().all() and not row[["ts_start"]].isna().any()
+    msgs = load(tmp_path / "out", "messages")
+    assert sorted(msgs["role"]) == ["agent", "user"] and (msgs["ts"] == row["ts_start"]).all()

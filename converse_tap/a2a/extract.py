@@ -234,7 +234,7 @@ class Extractor:
         if err:
             row["anomalies"].append(f"{err}:event[{i}]")
             return
-        self.confirmed |= self.ctx.payload(doc, self.walk, i, ev.event == "error", ev.received or self.ex.ts_end)
+        self.confirmed |= self.ctx.payload(doc, self.walk, i, ev.event == "error", ev.received or self._replied())
         if ev.event == "error" or _final(doc) or self.walk.task_state in _SETTLED_STATES:
             self.settled = True
         elif self.walk.event_kinds and self.walk.event_kinds[-1] == "message":
@@ -244,7 +244,12 @@ class Extractor:
         """One message of a gRPC response as it arrives (live), in order; `finish` counts it, and no more."""
         i = self.n_events
         self.n_events += 1
-        message_payload(frame, i, self.req, self.out.exchange["anomalies"], self._grpc_payload, self.ex.ts_end)
+        message_payload(frame, i, self.req, self.out.exchange["anomalies"], self._grpc_payload, self._replied())
+
+    def _replied(self) -> float | None:
+        """When a reply without a time of its own was seen: the exchange's end, else (a HAR that states no
+        duration) its start, the one time known."""
+        return self.ex.ts_end or self.ex.ts_start
 
     def _grpc_payload(self, doc: Any, index: int | None, error_event: bool, ts: float | None) -> bool:
         return self.ctx.payload(doc, self.walk, index, error_event, ts)
@@ -296,7 +301,7 @@ class Extractor:
             else:
                 if req.streaming and ex.status < 400:
                     row["anomalies"].append("stream_answered_with_json")
-                self.confirmed |= self.ctx.payload(doc, walk, None, False, ex.ts_first_byte or ex.ts_end)
+                self.confirmed |= self.ctx.payload(doc, walk, None, False, ex.ts_first_byte or self._replied())
         elif ex.status < 300 and ex.status != 204 and ex.response_body is not None:  # a card too: no card is news
             row["anomalies"].append("empty_body")
         if ex.status >= 400 and row["error_code"] is None:
