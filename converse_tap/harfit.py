@@ -7,6 +7,7 @@ an entry without a request method or URL, which is no exchange at all, is still 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,6 +17,8 @@ from .a2a.envelope import clip
 
 _EPOCH = "1970-01-01T00:00:00+00:00"  # stands for an unreadable start time (the exchange's times are then unknown)
 _NO_RESPONSE = {"status": 0, "httpVersion": "", "headers": [], "content": {}}
+_BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
+_BASE64_LOOK = 1 << 16  # characters of a text said to be base64 that are looked at (a text one fails at once)
 
 
 @dataclass
@@ -136,3 +139,7 @@ def _response_body(holder: dict[str, Any], anomalies: list[str]) -> None:
     if (text is not None and not isinstance(text, str)) or (encoding is not None and not isinstance(encoding, str)):
         anomalies.append("har_response_content_unreadable")
         holder["content"] = {k: v for k, v in content.items() if k not in ("text", "encoding")}
+    elif encoding == "base64" and text and not _BASE64.fullmatch(text, 0, _BASE64_LOOK):
+        # the importer would decode it leniently, dropping every character outside the alphabet: garbage
+        anomalies.append("har_response_not_base64")
+        holder["content"] = {k: v for k, v in content.items() if k != "encoding"}

@@ -44,6 +44,7 @@ CASES = {
     "status not a number": (_set("response.status", "OK"), "har_response_status_unreadable:OK", True),
     "content null": (_set("response.content", None), "har_response_content_unreadable", False),
     "text a number": (_set("response.content.text", 12), "har_response_content_unreadable", False),
+    "text said to be base64": (_set("response.content.encoding", "base64"), "har_response_not_base64", True),
     "postData a list": (_set("request.postData", []), "har_request_body_unreadable", None),
 }  # fmt: skip
 
