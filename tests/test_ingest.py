@@ -313,6 +313,7 @@ def test_non_captures_are_named_and_nothing_is_created(tmp_path: Path) -> None:
         r = CliRunner().invoke(cli, ["ingest", str(tmp_path / name), "--out", str(out)])
         assert r.exit_code == 2, (name, r.stderr)
         assert f"{tmp_path / name}: " in r.stderr and "not a mitmproxy flow file or HAR" in r.stderr
+        assert "export the capture in one of these" in r.stderr  # and what to do
         assert "Traceback" not in r.stderr and not out.exists()
 
 

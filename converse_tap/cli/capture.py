@@ -174,6 +174,13 @@ def _run_recorder(settings: dict[str, Any], sets: tuple[str, ...], created: Path
         raise
 
 
+WHAT_INGEST_READS = (
+    "ingest reads mitmproxy flow files (`mitmdump -w FILE`, or mitmweb's File > Save) and HAR files (a browser's, "
+    "Playwright's, Charles' or Fiddler's HAR export), plain or compressed (gzip, bzip2, xz, zstd, a .har.zip): "
+    "export the capture in one of these and ingest that"
+)
+
+
 @cli.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option(
@@ -257,6 +264,8 @@ def ingest(
     for err in unlisted if len(unreadable) < len(found) else unlisted + unreadable:
         click.echo(safe_line(redaction.log_text(f"Error: {err}")), err=True)
     if len(unreadable) == len(found):  # nothing to read: nothing is created
+        if any(e.reason.endswith(NOT_A_CAPTURE) for e in unreadable):
+            click.echo(WHAT_INGEST_READS, err=True)
         sys.exit(2)
     try:
         existed = is_dataset(out) if objstore.is_remote(out) else Path(out).exists()
@@ -290,6 +299,7 @@ def ingest(
         prefix = "Error: " if level == "error" else "Warning: " if level == "warning" else ""
         click.echo(safe_line(redaction.log_text(prefix + line)), err=True)
     if result.errors and all(e.reason.endswith(NOT_A_CAPTURE) for e in result.errors) and result.flows == 0:
+        click.echo(WHAT_INGEST_READS, err=True)
         sys.exit(2)
     if result.flows == 0 and not (result.errors or result.write_error or result.interrupted):
         click.echo(  # never "success" on nothing: the input held records, none of them an HTTP exchange
