@@ -283,8 +283,8 @@ def _times(
     flow.request.timestamp_start = start
     flow.request.timestamp_end = start
     if flow.response is not None:
-        stated = any(w is not None for w in waits)  # no timings (Playwright's "minimal" HAR): first byte unknown
-        first = start + before / 1000.0 if stated else None
+        wait = waits[-1]  # no `wait` (no timings), or -1 (Playwright's "minimal" HAR): the first byte is unknown
+        first = start + before / 1000.0 if wait is not None and wait >= 0 else None
         end = start + total / 1000.0 if total is not None else None
         if (first is not None and abs(first) > _MAX_TS) or (end is not None and abs(end) > _MAX_TS):
             anomalies.append("har_timing_unrepresentable:sum")

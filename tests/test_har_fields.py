@@ -119,11 +119,15 @@ def test_the_importers_fields_are_filled_in_each_noted() -> None:
     assert entry["request"]["headers"][-1]["value"] == 149  # the entry itself is left as it was (its id is of it)
 
 
-def test_an_entry_without_its_duration_has_no_end_time(tmp_path: Path) -> None:
-    """Playwright's "minimal" HAR leaves out `time` and `timings`: the exchange's end is unknown, not its start;
-    its reply was seen at the one time known, the start (so it is counted on its day and in its order)."""
+@pytest.mark.parametrize("timings", [None, {"send": -1, "wait": -1, "receive": 5.7}], ids=["none", "minimal"])
+def test_an_entry_without_its_duration_or_wait_has_no_end_or_first_byte(tmp_path: Path, timings: Any) -> None:
+    """An entry without `time` has no end, and one without `timings`, or whose `wait` is -1 (Playwright's "minimal"
+    HAR), no first byte: not its start time (a duration of 0 no one measured). Its reply is dated by the one time
+    known, so that it is counted on its day and in its order."""
     entry = _entry("minimal")
     del entry["time"], entry["timings"]
+    if timings is not None:
+        entry["timings"] = timings
     _har(tmp_path / "x.har", [entry])
     ingest([tmp_path / "x.har"], tmp_path / "out", TextPolicy())
     row = load(tmp_path / "out", "exchanges").iloc[0]
