@@ -10,9 +10,11 @@ import httpx
 import pytest
 from a2a.client import ClientConfig, ClientFactory
 from a2a.client.card_resolver import A2ACardResolver
+from click.testing import CliRunner
 
 from converse_tap.a2a.constants import CONVERSE_URI
 from converse_tap.a2a.redact import TextPolicy
+from converse_tap.cli import cli
 from converse_tap.ingest import ingest
 from converse_tap.store.reader import load
 from tests.integration.procs import REPLY_BYTES, SSE_BYTES, Canned, demo_agent, mitmdump
@@ -182,3 +184,23 @@ def test_converse_tap_record_runs_the_proxy_and_writes_the_dataset(tmp_path: Pat
     msgs = load(out, "messages")
     assert msgs["role"].tolist() == ["user", "agent"] and msgs["text"].isna().all()  # --text drop
     assert "converse-tap: 1 A2A exchanges" in proc.output
+
+
+def test_live_dataset_equals_ingest_of_mitmproxys_own_har_export(tmp_path: Path) -> None:
+    """mitmproxy's HAR export (`hardump`) of the same traffic: another exporter, the same rows."""
+    from tests.integration.test_playwright_har import _rows
+
+    live, har = tmp_path / "live", tmp_path / "dump.har"
+    with (
+        demo_agent() as agent,
+        mitmdump(live, "--set", f"hardump={har}", "--set", "store_streamed_bodies=true") as (proxy, _),
+    ):
+        asyncio.run(_conversation(agent, proxy, "JSONRPC", streaming=True))
+        asyncio.run(_conversation(agent, proxy, "HTTP+JSON", streaming=False))
+    r = CliRunner().invoke(cli, ["ingest", str(har), "--out", str(tmp_path / "offline")])
+    assert r.exit_code == 0, r.stderr
+    for table in ("messages", "exchanges"):
+        expected = _rows(live, table)
+        assert len(expected) >= 10 and json.dumps(_rows(tmp_path / "offline", table), indent=0) == json.dumps(
+            expected, indent=0
+        ), table
