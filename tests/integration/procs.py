@@ -27,7 +27,7 @@ from converse_tap.addon import mitmdump_script
 from tests.factories import status_event
 
 MITMDUMP = Path(sys.executable).with_name("mitmdump")
-LISTENING = re.compile(r"(?:proxy|reverse proxy to \S+) listening at (?:\*|[\d.]+):(\d+)")
+LISTENING = re.compile(r"(?:proxy|reverse proxy to \S+)(?: \(upstream mode\))? listening at (?:\*|[\d.]+):(\d+)")
 
 
 class Proc:
