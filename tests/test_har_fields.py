@@ -6,7 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from converse_tap import harentry
 from converse_tap.a2a.redact import TextPolicy
 from converse_tap.harfit import fitted
 from converse_tap.ingest import ingest
@@ -45,6 +48,10 @@ CASES = {
     "content null": (_set("response.content", None), "har_response_content_unreadable", False),
     "text a number": (_set("response.content.text", 12), "har_response_content_unreadable", False),
     "text said to be base64": (_set("response.content.encoding", "base64"), "har_response_not_base64", True),
+    "encoding a codec's name": (_set("response.content.encoding", "zip"), "har_response_encoding_ignored:zip", True),
+    "text null, marked base64": (
+        _set("response.content", {"text": None, "encoding": "base64"}), "empty_body", False,
+    ),
     "postData a list": (_set("request.postData", []), "har_request_body_unreadable", None),
 }  # fmt: skip
 
@@ -134,3 +141,40 @@ def test_an_entry_without_its_duration_or_wait_has_no_end_or_first_byte(tmp_path
     assert row[["ts_first_byte", "ts_end"]].isna().all() and not row[["ts_start"]].isna().any()
     msgs = load(tmp_path / "out", "messages")
     assert sorted(msgs["role"]) == ["agent", "user"] and (msgs["ts"] == row["ts_start"]).all()
+
+
+_FIELDS = [
+    "startedDateTime", "time", "timings", "timings.wait", "request.method", "request.url", "request.headers",
+    "request.httpVersion", "request.postData", "request.postData.text", "request.postData.params", "request.bodySize",
+    "response", "response.status", "response.headers", "response.httpVersion", "response.content",
+    "response.content.text", "response.content.encoding", "response.content.size", "response.bodySize",
+    "response._error",
+]  # fmt: skip
+_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20), st.sampled_from(["base64", "gzip"]),
+    st.lists(st.one_of(st.none(), st.integers(), st.text(max_size=5)), max_size=3),
+    st.lists(st.fixed_dictionaries({"name": st.one_of(st.none(), st.text(max_size=5)), "value": st.integers()})),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+)  # fmt: skip
+
+
+@settings(derandomize=True, max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.tuples(st.sampled_from(_FIELDS), st.one_of(st.just(KeyError), _VALUES)), min_size=1, max_size=3))
+def test_any_field_of_any_type_costs_at_most_that_field(changes: list[tuple[str, Any]]) -> None:
+    """Whatever an exporter writes in the fields the importer reads, the entry is an exchange, or is refused for
+    the one reason that makes it none (no request method or URL)."""
+    entry = _entry("fuzzed")
+    for path, value in changes:
+        *parents, last = path.split(".")
+        holder: Any = entry
+        for p in parents:
+            holder = holder.get(p) if isinstance(holder, dict) else None
+        if isinstance(holder, dict):
+            if value is KeyError:
+                holder.pop(last, None)
+            else:
+                holder[last] = value
+    try:
+        harentry.exchange(entry)
+    except ValueError as e:
+        assert str(e) in ("request.method missing", "request.url missing")
