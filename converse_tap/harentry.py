@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 
 from mitmproxy import http
 from mitmproxy.io import har
+from mitmproxy.net.http.headers import parse_content_type
 
 from .a2a.envelope import clip
 from .a2a.exchange import HttpExchange
@@ -84,7 +85,7 @@ def exchange(
     entry, big = _attached(fit.entry, attached, max_body, anomalies)
     entry, request_big, response_big = _without_large_bodies(entry, max_body)
     request_big, response_big = request_big or big.get("request"), response_big or big.get("response")
-    entry, codings = _codings_apart(entry)
+    entry, codings, encoded = _codings_apart(entry, anomalies)
     url = entry["request"].get("url") if isinstance(entry.get("request"), dict) else None
     try:
         flow = har.request_to_flow({**entry, "time": total or 0.0})
@@ -123,7 +124,7 @@ def exchange(
         ex.anomalies.append(f"response_body_too_large:{response_big[0]}")
     for side, fields in codings.items():  # the bodies are the decoded ones the HAR holds; the headers as it states
         setattr(ex, f"{side}_headers", Headers(har.fix_headers(fields).items(multi=True)))
-        wire = _wire_size(entry[side])
+        wire = _wire_size(entry[side]) if side in encoded else None
         if wire is not None and (side == "request" or flow.response is not None):
             setattr(ex, "bytes_in" if side == "request" else "bytes_out", wire)
     _decode_still_encoded(ex, max_body)
@@ -159,22 +160,49 @@ def _header_name(field: Any) -> str:
     return ""
 
 
-def _codings_apart(entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list[Any]]]:
-    """The entry without its Content-Encoding header fields, and each side's header list as written (for a side
-    that had one). A HAR holds bodies decoded; mitmproxy's importer encodes them again for their Content-Encoding,
-    for extraction to decode once more, and refuses the whole entry for a coding it cannot apply (`br, gzip`,
-    `aes128gcm`, a misspelling): the bodies are taken as the HAR holds them instead."""
+def _codings_apart(
+    entry: dict[str, Any], anomalies: list[str]
+) -> tuple[dict[str, Any], dict[str, list[Any]], set[str]]:
+    """The entry as the importer is given it, each side's header list as written (for a side whose list changed),
+    and the sides that had a Content-Encoding. A HAR holds bodies decoded; mitmproxy's importer encodes them again
+    for their Content-Encoding, for extraction to decode once more, and refuses the whole entry for a coding it
+    cannot apply (`br, gzip`, `aes128gcm`, a misspelling): the bodies are taken as the HAR holds them instead. It
+    also turns each body's text into bytes by the Content-Type's charset, handed to Python's codecs, so that
+    `charset=zip` (or `hex`, `rot13`, `gzip`) lost the entry: a charset that is no text encoding is given to it as
+    UTF-8, noted `har_<side>_charset_unusable:<charset>`."""
     found: dict[str, list[Any]] = {}
+    encoded: set[str] = set()
     for side in ("request", "response"):
         holder: Any = entry.get(side)
         fields = holder.get("headers") if isinstance(holder, dict) else None
         if not isinstance(fields, list):
             continue
-        kept = [f for f in fields if _header_name(f) != "content-encoding"]
-        if len(kept) != len(fields):
+        plain = [f for f in fields if _header_name(f) != "content-encoding"]
+        if len(plain) != len(fields):
+            encoded.add(side)
+        kept = [_usable_charset(f, side, anomalies) for f in plain]
+        if side in encoded or any(f is not g for f, g in zip(kept, plain, strict=True)):
             found[side] = fields
             entry = {**entry, side: {**holder, "headers": kept}}
-    return entry, found
+    return entry, found, encoded
+
+
+def _usable_charset(field: Any, side: str, anomalies: list[str]) -> Any:
+    """A Content-Type field as the importer is given it: its charset, if it names no text encoding, as UTF-8."""
+    if _header_name(field) != "content-type":
+        return field
+    value = field.get("value") if isinstance(field, dict) else field[1]
+    parsed = parse_content_type(value) if isinstance(value, str) else None
+    charset = parsed[2].get("charset") if parsed else None
+    if charset is None:
+        return field
+    try:
+        "".encode(charset.strip().strip("\"'"))
+        return field
+    except (LookupError, ValueError):
+        anomalies.append(f"har_{side}_charset_unusable:{clip(charset)}")
+    usable = f"{parsed[0]}/{parsed[1]}; charset=utf-8"  # type: ignore[index]
+    return {**field, "value": usable} if isinstance(field, dict) else [field[0], usable]
 
 
 def _encoded_start(body: bytes, coding: str) -> bool:

@@ -7,6 +7,7 @@ an entry without a request method or URL, which is no exchange at all, is still 
 
 from __future__ import annotations
 
+import base64
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -146,9 +147,21 @@ def _response_body(holder: dict[str, Any], anomalies: list[str]) -> None:
         # `rot13`, `hex`...), a name from the file choosing a transformation: the text is read as text
         anomalies.append(f"har_response_encoding_ignored:{clip(encoding)}")
         holder["content"] = {k: v for k, v in content.items() if k != "encoding"}
-    elif encoding is not None and text and not _BASE64.fullmatch(text, 0, _BASE64_LOOK):
-        # the importer would decode it leniently, dropping every character outside the alphabet: garbage
+    elif encoding is not None and text and not _is_base64(text):
+        # the importer would decode it leniently (every character outside the alphabet dropped: garbage), or fail
         anomalies.append("har_response_not_base64")
         holder["content"] = {k: v for k, v in content.items() if k != "encoding"}
     elif encoding is not None:
         holder["content"] = {**content, "encoding": "base64"}  # (`BASE64`, ` base64`: the importer's spelling)
+
+
+def _is_base64(text: str) -> bool:
+    """Whether `text` is base64 the importer decodes: its alphabet (a look at its start: text fails at once), and
+    decoding as the importer does (`base64.b64decode`, which refuses bad padding) succeeds."""
+    if not _BASE64.fullmatch(text, 0, _BASE64_LOOK):
+        return False
+    try:
+        base64.b64decode(text)
+    except ValueError:  # binascii.Error
+        return False
+    return True

@@ -48,6 +48,14 @@ CASES = {
     "content null": (_set("response.content", None), "har_response_content_unreadable", False),
     "text a number": (_set("response.content.text", 12), "har_response_content_unreadable", False),
     "text said to be base64": (_set("response.content.encoding", "base64"), "har_response_not_base64", True),
+    "charset a codec's name": (
+        _set("response.headers", [{"name": "Content-Type", "value": "application/json; charset=zip"}]),
+        "har_response_charset_unusable:zip", True,
+    ),
+    "request charset unknown": (
+        _set("request.headers", [["Content-Type", "application/json; charset=rot13"]]),
+        "har_request_charset_unusable:rot13", True,
+    ),
     "encoding a codec's name": (_set("response.content.encoding", "zip"), "har_response_encoding_ignored:zip", True),
     "text null, marked base64": (
         _set("response.content", {"text": None, "encoding": "base64"}), "empty_body", False,
@@ -150,11 +158,24 @@ _FIELDS = [
     "response.content.text", "response.content.encoding", "response.content.size", "response.bodySize",
     "response._error",
 ]  # fmt: skip
+_HEADER = st.sampled_from(
+    [
+        "application/json; charset=zip",
+        "text/plain; charset=hex",
+        "application/json; charset=",
+        'application/json; charset="utf-16"',
+        "gzip",
+        "br, zip",
+        "identity",
+    ]
+)
 _VALUES = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20), st.sampled_from(["base64", "gzip"]),
     st.lists(st.one_of(st.none(), st.integers(), st.text(max_size=5)), max_size=3),
     st.lists(st.fixed_dictionaries({"name": st.one_of(st.none(), st.text(max_size=5)), "value": st.integers()})),
     st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+    st.lists(st.fixed_dictionaries({"name": st.sampled_from(["Content-Type", "Content-Encoding"]), "value": _HEADER}),
+             max_size=2),
 )  # fmt: skip
 
 
