@@ -27,6 +27,7 @@ from .a2a.headers import Headers
 from .a2a.inflate import inflate
 from .addon.flows import DEFAULT_MAX_BODY, PREFIX, exchange_from_flow
 from .capturefile import open_regular
+from .harfile import attachment_name
 from .harfit import fitted
 
 MAX_HEADERS = 10_000  # header fields of a request or response
@@ -333,7 +334,7 @@ class Attachments:
 
     def read(self, name: Any, limit: int) -> tuple[bytes, int] | None:
         """(its first `limit` + 1 bytes at most, its size) of the attachment `name`; None when there is none."""
-        if not isinstance(name, str) or name in ("", ".", "..") or any(c in name for c in "/\\\0"):
+        if not attachment_name(name):
             return None
         try:
             if self.source.is_dir():

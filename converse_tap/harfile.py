@@ -34,6 +34,12 @@ _FLAT = re.compile(r'(?:[^"\[\]{}]++|\[[^"\[\]{}]*+\]|\{[^"\[\]{}]*+\})*+')
 _BARE = re.compile(r'[^"\[\]{}\s,:]*')
 
 
+def attachment_name(name: Any) -> bool:
+    """Whether `name` can name a body a HAR keeps as a file (`"_file"`): a file name, never a path (`../x`,
+    `/etc/x`), so that no HAR reads or hides a file outside its folder or zip."""
+    return isinstance(name, str) and name not in ("", ".", "..") and not any(c in name for c in "/\\\0")
+
+
 class HarError(Exception):
     """`position` is where the file stops making sense (`line L column C`, `log.entries[i]`)."""
 

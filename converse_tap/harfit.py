@@ -138,21 +138,25 @@ def _response_body(holder: dict[str, Any], anomalies: list[str]) -> None:
         return
     text, encoding = content.get("text"), content.get("encoding")
     if "text" in content and text is None:  # a `null` text is no body (the importer would decode None)
-        holder["content"] = content = {k: v for k, v in content.items() if k != "text"}
+        holder["content"] = content = _without(content, "text")
     if (text is not None and not isinstance(text, str)) or (encoding is not None and not isinstance(encoding, str)):
         anomalies.append("har_response_content_unreadable")
-        holder["content"] = {k: v for k, v in content.items() if k not in ("text", "encoding")}
+        holder["content"] = _without(content, "text", "encoding")
     elif encoding is not None and encoding.strip().lower() != "base64":
         # HAR knows one encoding of `text`, base64; the importer hands any other name to Python's codecs (`zip`,
         # `rot13`, `hex`...), a name from the file choosing a transformation: the text is read as text
         anomalies.append(f"har_response_encoding_ignored:{clip(encoding)}")
-        holder["content"] = {k: v for k, v in content.items() if k != "encoding"}
+        holder["content"] = _without(content, "encoding")
     elif encoding is not None and text and not _is_base64(text):
         # the importer would decode it leniently (every character outside the alphabet dropped: garbage), or fail
         anomalies.append("har_response_not_base64")
-        holder["content"] = {k: v for k, v in content.items() if k != "encoding"}
+        holder["content"] = _without(content, "encoding")
     elif encoding is not None:
         holder["content"] = {**content, "encoding": "base64"}  # (`BASE64`, ` base64`: the importer's spelling)
+
+
+def _without(content: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in content.items() if k not in keys}
 
 
 def _is_base64(text: str) -> bool:

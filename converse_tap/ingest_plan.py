@@ -18,7 +18,7 @@ from typing import Any
 from . import compressed
 from .capturefile import NotRegular, open_regular
 from .compressed import MAGIC, compression_of
-from .harfile import encoding_of
+from .harfile import attachment_name, encoding_of
 
 NOT_A_CAPTURE = "not a mitmproxy flow file or HAR"
 PART_BYTES = 8 * 1024 * 1024  # below this much input, ingest stays in one process
@@ -339,7 +339,7 @@ def attachment_names(har: Path) -> set[str]:
                             name = json.loads(m.group(1))
                         except ValueError:
                             continue
-                        if name and "/" not in name and "\\" not in name and name not in (".", ".."):
+                        if attachment_name(name):
                             found.add(name)
             finally:
                 src.close()
