@@ -1,11 +1,13 @@
 """Analysis at scale: `converse-tap report --format json` over a generated dataset, beside its floor: one DuckDB
 scan of every column the report reads (the same files, memory limit and threads).
 
-    python -m benchmarks.bench_analysis --rows 10000000 [--rows 30000000] [--reps 3] [--keep DIR]
+    python -m benchmarks.bench_analysis --rows 10000000 [--rows 30000000] [--reps 3] [--keep DIR] [--handoffs F]
 
 Each measurement runs in a fresh process, the two interleaved; wall time (the process, start-up included) and peak
 RSS (the process's VmHWM) are printed as medians with the report/scan ratio. The dataset is generated in a child
 process, 10M rows per file, and kept in `--keep DIR/<rows>` for the next run when `--keep` is given.
+`--handoffs F`: people write replies (and take conversations over) in that share of the conversations only
+(default 1: in every one, as in the datasets of performance.md before section 1i); kept in `DIR/<rows>-h<F>`.
 """
 
 from __future__ import annotations
@@ -34,10 +36,11 @@ STATUSES = np.array(["active", "waiting_for_input", "completed", "abandoned"])
 CHUNK = 10_000_000  # rows per generated file
 
 
-def generate(root: Path, rows: int, seed: int = 1, part: int = 0) -> None:
+def generate(root: Path, rows: int, seed: int = 1, part: int = 0, handoffs: float = 1.0) -> None:
     """`rows` sightings of agent replies: a third are re-sightings (polls, history) of earlier replies. Part k of a
     larger dataset holds messages of its own (ids and times after those of part k-1) in conversations shared by
-    all parts."""
+    all parts. A twentieth of the replies are a person's (`human_owned`), in the first `handoffs` share of the
+    conversations only."""
     rng = np.random.default_rng(seed + part)
     distinct = rows * 2 // 3
     conv = rng.integers(0, AGENTS * CONVERSATIONS_PER_AGENT, distinct)
@@ -52,7 +55,10 @@ def generate(root: Path, rows: int, seed: int = 1, part: int = 0) -> None:
     cov_choice = rng.choice(4, distinct, p=[0.6, 0.2, 0.15, 0.05])[local]
     coverage = np.array(["answered", "partial", "unanswered", "unclear"])[cov_choice]
     avail = np.where(rng.random(distinct)[local] < 0.8, "assessed", "not_recorded")
-    author = np.where(rng.random(distinct)[local] < 0.05, "human", "agent")
+    human = rng.random(distinct)[local] < 0.05
+    if handoffs < 1:
+        human &= conv_all < handoffs * AGENTS * CONVERSATIONS_PER_AGENT
+    author = np.where(human, "human", "agent")
     pending = [
         [{"key": "date", "type": "string", "required": True, "description": "Which day?"}]
         if s == "waiting_for_input"
@@ -171,14 +177,14 @@ def _child(*args: str) -> tuple[float, dict]:
     return run_child("benchmarks.bench_analysis", *args)
 
 
-def dataset(rows: int, keep: Path | None, tmp: Path) -> Path:
-    root = (keep or tmp) / str(rows)
+def dataset(rows: int, keep: Path | None, tmp: Path, handoffs: float = 1.0) -> Path:
+    root = (keep or tmp) / (str(rows) if handoffs == 1 else f"{rows}-h{handoffs:g}")
     if (root / "done").exists():
         print(f"{rows:,} message rows in {root} (kept from an earlier run)")
         return root
     t0 = time.perf_counter()
     for part in range((rows + CHUNK - 1) // CHUNK):
-        _child("--generate", str(root), str(min(CHUNK, rows - part * CHUNK)), str(part))
+        _child("--generate", str(root), str(min(CHUNK, rows - part * CHUNK)), str(part), str(handoffs))
     size = sum(f.stat().st_size for f in root.rglob("*.parquet"))
     print(f"{rows:,} message rows, {size / rows:.1f} bytes/row on disk, generated in {time.perf_counter() - t0:.1f}s")
     (root / "done").touch()
@@ -190,18 +196,20 @@ def main() -> None:
     p.add_argument("--rows", type=int, action="append")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--keep", type=Path, help="Keep the generated datasets here and reuse them.")
+    p.add_argument("--handoffs", type=float, default=1.0, help="Share of conversations with a person's replies.")
     p.add_argument("--measure", nargs=2, help=argparse.SUPPRESS)
-    p.add_argument("--generate", nargs=3, help=argparse.SUPPRESS)
+    p.add_argument("--generate", nargs=4, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.measure:
         measure(*args.measure)
         return
     if args.generate:
-        generate(Path(args.generate[0]), int(args.generate[1]), part=int(args.generate[2]))
+        root, rows, part, handoffs = args.generate
+        generate(Path(root), int(rows), part=int(part), handoffs=float(handoffs))
         return
     for rows in args.rows or [1_000_000]:
         with tempfile.TemporaryDirectory() as tmp:
-            root = dataset(rows, args.keep, Path(tmp))
+            root = dataset(rows, args.keep, Path(tmp), args.handoffs)
             runs: dict[str, list[tuple[float, dict]]] = {"scan": [], "report": []}
             for _ in range(args.reps):  # interleaved
                 for what in runs:

@@ -5,7 +5,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from converse_tap.analysis import metrics as m
@@ -358,3 +358,45 @@ def test_routines_counted_in_sql_are_the_per_instance_metrics(rows: list, stale:
     for by, keys in (("agent", inst.get("agent")), ("routine", inst.get("routine")), ("day", day)):
         for key in sorted(set(keys)) if keys is not None else []:
             assert same(got(report["groups"][by][key]["routines"]), expected(inst[keys == key]))
+
+
+_OWNER = st.sampled_from([None, "ai_owned", "human_owned", "shared"])  # an unknown state too
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a1", "a2", None]), st.sampled_from(["c1", "c2", "c3"]), _OWNER, st.integers(0, 6)),
+        max_size=25,
+    )
+)
+@example(
+    [(None, "c1", "ai_owned", 1), (None, "c1", None, 2), (None, "c1", "human_owned", 2), ("a1", "c1", "ai_owned", 3)]
+)
+def test_ownership_changes_are_those_of_each_conversations_replies_in_order(rows: list) -> None:
+    """Hand-offs and hand-backs, read off each conversation's replies in first-sighting order (ties in one minute
+    by their place in the data; a reply stating no state skipped) — the definition of docs/metrics.md, in Python —
+    equal what the SQL counts, which runs its ordered window only over conversations stating two states."""
+    msgs = messages(
+        *(
+            sighting(str(i), conv=conv, agent=agent, minute=minute, ownership_state=state)
+            for i, (agent, conv, state, minute) in enumerate(rows)
+        )
+    )
+    rep = m.replies(msgs)
+    expected: dict[tuple[Any, str], list[int]] = {}
+    order = sorted(range(len(rows)), key=lambda i: (rows[i][3], i))  # one sighting per reply: its row is its place
+    last: dict[tuple[Any, str], str] = {}
+    for i in order:
+        agent, conv, state, _ = rows[i]
+        counts = expected.setdefault((agent, conv), [0, 0])
+        before = last.get((agent, conv))
+        if state is not None:
+            counts[0] += before == "ai_owned" and state == "human_owned"
+            counts[1] += before == "human_owned" and state == "ai_owned"
+            last[(agent, conv)] = state
+    got = {
+        (None if pd.isna(r.agent) else r.agent, r.conversation): [r.handoffs_to_human, r.handbacks_to_agent]
+        for r in m.conversations(rep).itertuples()
+    }
+    assert got == expected
