@@ -51,15 +51,7 @@ def node_modules() -> Path:
     try:
         for m in MANIFESTS:
             shutil.copyfile(JS_DIR / m, work / m)
-        r = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
-            cwd=work,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if r.returncode != 0:
-            raise RuntimeError(f"npm ci failed in {work} ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+        _run([npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"], work, f"npm ci in {work}", timeout=600)
         (work / "node_modules" / ".converse-tap-installed").write_text(digest)
         try:
             work.rename(home)
@@ -94,18 +86,18 @@ def run_client(work: Path, base: str, proxy: str, ca: Path, runs: list[str]) -> 
     """client.mjs through `proxy` (HTTP by undici's ProxyAgent, gRPC by grpc-js's `grpc_proxy`); its ground truth."""
     env = {k: v for k, v in os.environ.items() if k.lower() not in {"http_proxy", "https_proxy", "no_proxy"}}
     env |= {"grpc_proxy": proxy, "no_grpc_proxy": "", "NODE_NO_WARNINGS": "1"}
-    r = subprocess.run(
-        [_tool("node"), "client.mjs", base, proxy, str(ca), *runs],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    truth: dict[str, Any] = json.loads(
+        _run([_tool("node"), "client.mjs", base, proxy, str(ca), *runs], work, "client.mjs", env=env, timeout=120)
     )
-    if r.returncode != 0:
-        raise RuntimeError(f"client.mjs failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-    truth: dict[str, Any] = json.loads(r.stdout)
     return truth
+
+
+def _run(args: list[str], cwd: Path, what: str, env: dict[str, str] | None = None, timeout: float = 120) -> str:
+    """A command's standard output; its whole output in the error when it fails."""
+    r = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"{what} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return r.stdout
 
 
 RUNS = [f"{b}:{v}:{m}" for v in ("1.0", "0.3") for b in ("JSONRPC", "HTTP+JSON", "GRPC") for m in ("unary", "stream")]
