@@ -99,7 +99,7 @@ def conversations_sql(group: str = "'all'") -> str:
 
     An ownership change is a reply whose state differs from the last state stated before it (replies in order).
     Only conversations that state two different states can have one: the ordered window runs over their replies
-    that state one, not over every reply (most conversations never change hands; 2-5x less time for the report's
+    that state one, not over every reply (most conversations never change hands; 2-3x less time for the report's
     conversations over 10M rows when few do, the same when all do: performance.md, section 1i)."""
     return f"""
 WITH c AS (
