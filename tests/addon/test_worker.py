@@ -461,3 +461,32 @@ def test_a_long_stream_of_long_texts_keeps_its_rows_within_the_budget(tmp_path: 
     assert lost.any() and not lost.iloc[-1]  # earlier texts gave way, the last one is kept
     assert all("text_not_kept:worker_buffer_full" in list(a) for a in replies.loc[lost, "anomalies"])
     assert (replies.loc[~lost, "text"].str.len() == 200_003).all()
+
+
+def test_the_gather_pause_ends_once_the_pipe_is_half_full() -> None:
+    """A flood must not meet a sleeping worker: records gather after a read, but the wait ends as soon as the
+    pipe holds half its size (else the proxy's backlog overflows while the worker could have kept up)."""
+    import fcntl
+    import os
+    import threading
+    import time
+
+    from converse_tap.addon import workerproc
+
+    r, w = os.pipe()
+    try:
+        fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 1 << 20)
+        assert workerproc._in_pipe(r) == 0
+        os.write(w, b"x" * 1000)
+        assert workerproc._in_pipe(r) == 1000
+        half = b"y" * (workerproc._READ // 2)
+        filler = threading.Timer(0.05, os.write, (w, half))
+        filler.start()
+        started = time.monotonic()
+        workerproc._gather(r, 600.0)  # would take ten minutes if the pipe's fill were not looked at
+        filler.join()
+        assert time.monotonic() - started < 300
+        assert workerproc._in_pipe(r) == 1000 + len(half)
+    finally:
+        os.close(r)
+        os.close(w)
