@@ -1,7 +1,7 @@
 """Proxy overhead at saturation: bare mitmdump vs mitmdump with the converse-tap addon, interleaved.
 
     python -m benchmarks.bench_proxy [--rounds 7] [--seconds 6] [--connections 16] [--threads 2] [--streams 10]
-                                     [--client auto|wrk|own] [--candidate SCRIPT] [--pin]
+                                     [--client auto|wrk|own] [--candidate SCRIPT] [--exports] [--pin]
 
 Unary: JSON-RPC SendMessage calls (with the converse extension header; a ~2 KB envelope reply) from wrk with 16
 keep-alive connections for 6 s per run, so that the proxy, not the client, is what runs out of CPU (install wrk
@@ -13,6 +13,9 @@ process tree (the addon's recording worker included), counted until deferred wor
 medians of the per-round ratios. Direct throughput beside proxied throughput shows the proxy is the bottleneck.
 `--candidate SCRIPT` adds a path: the addon plus SCRIPT loaded after it (e.g. one that patches a method), to
 measure a change side by side with the addon as it is.
+`--exports` adds a path: the addon with both live exports on, OTLP spans to a real receiver on loopback (in this
+process, decoding every request with opentelemetry-proto, as tests/export does) and Prometheus /metrics served
+(scraped once at the end), and prints exports against the addon without them.
 `--pin` (2+ cores): every proxy's mitmdump process runs on core 0 and everything else (wrk, the upstream, this
 process, the addon's recording worker) on core 1, so that a proxy's CPU per request is not also a measure of where
 the scheduler put it beside the load generator; the worker still counts in the addon's CPU per request.
@@ -37,6 +40,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks import load
+from tests.export.collector import Collector
 from tests.integration.procs import Proc, mitmdump
 
 HERE = Path(__file__).parent
@@ -51,6 +55,7 @@ HEADERS = {
 }
 PATHS = ("direct", "bare", "addon", "record")
 TARGETS = {"rps": 0.95, "cpu": 1.10, "p99": 10.0, "first": 2.0}
+_METRICS = re.compile(r"metrics at (http://127\.0\.0\.1:\d+)/metrics")
 _DONE = re.compile(r"(\d+) A2A requests seen, (\d+) capture records, (\d+) dropped.*?(\d+) worker restarts")
 
 
@@ -100,6 +105,7 @@ def main() -> None:
     p.add_argument("--client", choices=["auto", "wrk", "own"], default="auto")
     p.add_argument("--candidate", type=Path, help="a path 'candidate': the addon plus this mitmdump script")
     p.add_argument("--summary", default="off", help="the addon's converse_tap_summary (off: like flow_detail=0)")
+    p.add_argument("--exports", action="store_true", help="a path 'exports': the addon with spans and /metrics on")
     p.add_argument("--pin", action="store_true", help="mitmdump on core 0, everything else on core 1")
     a = p.parse_args()
     client = a.client
@@ -117,7 +123,7 @@ def main() -> None:
 
     tmp_dir = tempfile.TemporaryDirectory(prefix="bench_proxy-")
     tmp = Path(tmp_dir.name)
-    paths = PATHS + (("candidate",) if a.candidate else ())
+    paths = PATHS + (("candidate",) if a.candidate else ()) + (("exports",) if a.exports else ())
     metrics = ("rps", "p50", "p99", "cpu", "main", "cores", "up_cores", "others", "errors", "first", "gap")
     res: dict[str, dict[str, list[float]]] = {k: {m: [] for m in metrics} for k in paths}
     load_before = os.getloadavg()
@@ -142,6 +148,11 @@ def main() -> None:
             urls["candidate"], procs["candidate"] = stack.enter_context(
                 mitmdump(tmp / "data-candidate", *tap, "-s", str(a.candidate.resolve()))
             )
+        collector = stack.enter_context(Collector()) if a.exports else None
+        if collector is not None:
+            exports = ["--set", f"converse_tap_otlp_endpoint={collector.url}"]
+            exports += ["--set", "converse_tap_metrics_listen=127.0.0.1:0"]
+            urls["exports"], procs["exports"] = stack.enter_context(mitmdump(tmp / "data-exports", *tap, *exports))
         all_pids = [pr.popen.pid for pr in procs.values()]
         if a.pin:  # each proxy's threads on core 0; their children (the addon's worker) stay on core 1
             for name in procs.keys() - {"direct"}:
@@ -192,6 +203,7 @@ def main() -> None:
                 first, arrivals = asyncio.run(stream(base + "/stream", urls[name]))
                 res[name]["first"].append(first * 1e3)
                 res[name]["gap"].append(statistics.mean(t - 0.05 * i for i, t in enumerate(arrivals)) * 1e3)
+        scraped = _scrape(procs["exports"]) if collector is not None else ""
     done = _DONE.search(addon.output)
 
     pinned = "; mitmdump on core 0, the rest on core 1" if a.pin else ""
@@ -239,6 +251,18 @@ def main() -> None:
         f"proxy is the bottleneck (during bare runs the upstream used {statistics.median(res['bare']['up_cores']):.2f} "
         f"cores, mitmdump {statistics.median(res['bare']['cores']):.2f})"
     )
+    if collector is not None:
+        cpu, main_cpu, p99 = (
+            ratios("exports", "addon", "cpu"),
+            ratios("exports", "addon", "main"),
+            diffs("exports", "addon", "p99"),
+        )
+        print(
+            f"exports/addon: req/s {med(ratios('exports', 'addon', 'rps'))}, CPU/req (tree) {med(cpu)}, mitmdump's "
+            f"own CPU/req {med(main_cpu)} (target <= 1.05: {verdict(statistics.median(main_cpu) <= 1.05)}), p99 "
+            f"{statistics.median(p99):+.1f} ms [{min(p99):+.1f} to {max(p99):+.1f}]; {len(collector.spans())} spans "
+            f"received; /metrics scraped: {scraped}"
+        )
     if any(sum(res[k]["errors"]) for k in paths):
         print("WARNING: some requests failed (errors column); their runs' figures are not comparable")
     if done:
@@ -255,6 +279,15 @@ def main() -> None:
         print(f"{k:9} {statistics.median(res[k]['first']):15.2f} {statistics.median(res[k]['gap']):21.2f}")
     first = statistics.median(res["addon"]["first"]) - statistics.median(res["bare"]["first"])
     print(f"addon - bare first event: {first:+.2f} ms{target('addon', [first], 'first')}")
+
+
+def _scrape(proc: Proc) -> str:
+    """The exports path's /metrics, scraped once: how many samples of the exchanges counter it serves."""
+    found = _METRICS.search(proc.output)
+    if found is None:
+        return "its address was not logged"
+    text = httpx.get(f"{found.group(1)}/metrics", timeout=10).text
+    return f"{sum(1 for line in text.splitlines() if line and not line.startswith('#'))} samples"
 
 
 if __name__ == "__main__":
