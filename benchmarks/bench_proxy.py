@@ -282,7 +282,7 @@ def main() -> None:
 
 
 def _scrape(proc: Proc) -> str:
-    """The exports path's /metrics, scraped once: how many samples of the exchanges counter it serves."""
+    """The exports path's /metrics, scraped once: how many samples it serves (that it serves at all)."""
     found = _METRICS.search(proc.output)
     if found is None:
         return "its address was not logged"
