@@ -89,11 +89,23 @@ def redact_shapes(text: str) -> str:
     return _CANDIDATE.sub(_shape, text) if _CANDIDATE.search(text) else text
 
 
+# a path segment after one that names a credential (`/token/T`, `/api-keys/K`, `/password/P`): a key carried in
+# the path without a shape of its own. Whole names only: `/authors/x` and `/sessions/x` stay
+_NAMED_SEGMENT = re.compile(
+    r"(?i)(/(?:(?:api|access|auth|bearer|refresh|id)[-_]?)?(?:keys?|tokens?|secrets?|passwords?|passwd|pwd|"
+    r"credentials?|signatures?|sig|jwt|bearer)/)([^/;?#]+)"
+)
+
+
 def _path(path: str) -> str:
     def param(m: re.Match[str]) -> str:
         return f";{m.group(1)}={REDACTED}" if is_secret_name(m.group(1)) else m.group(0)
 
-    return redact_shapes(_PATH_PARAM.sub(param, path) if ";" in path else path)
+    if ";" in path:
+        path = _PATH_PARAM.sub(param, path)
+    if "/" in path:
+        path = _NAMED_SEGMENT.sub(rf"\1{REDACTED}", path)
+    return redact_shapes(path)
 
 
 SHORT_TEXT = 512  # strings up to this long may be kept in a cache (keys, titles, URLs); longer ones never are
@@ -156,8 +168,14 @@ def _query_part(raw: str) -> str:
 
 @cached_for_short(4096)
 def _builtin(url: str) -> str:
-    if url.isascii() and not _PLAIN.search(url) and not _CANDIDATE.search(url) and not _ODD_PORT.match(url):
-        return url  # no userinfo, parameters, query, fragment, odd text, odd port or shape: nothing to take out
+    if (
+        url.isascii()
+        and not _PLAIN.search(url)
+        and not _CANDIDATE.search(url)
+        and not _ODD_PORT.match(url)
+        and not _NAMED_SEGMENT.search(url)
+    ):
+        return url  # no userinfo, parameters, query, fragment, odd text, odd port, shape or named key: nothing to do
     u = urls.parse(url)  # never raises; the text made carriable (no controls, no lone surrogates)
     query = "" if u.query is None else "?" + _query(u.query)
     scheme = f"{u.scheme}:" if u.scheme else ""

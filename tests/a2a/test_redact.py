@@ -37,6 +37,12 @@ JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJKV1RTRUNSRVQifQ.c2lnbmF0dXJlX0pXVFNFQ1JFV
         (f"https://h/a?state={JWT}", "https://h/a?state=[REDACTED]"),
         ("https://h/keys/sk-abcdefghijklmnop1234/x", "https://h/keys/[REDACTED]/x"),
         ("https://h/a#access_token=FRAG1", "https://h/a"),
+        # a key in the path after a segment that names it, whatever its shape
+        ("https://h/a2a/token/plainvalue1/x", "https://h/a2a/token/[REDACTED]/x"),
+        ("https://h/API-Keys/k1?page=2", "https://h/API-Keys/[REDACTED]?page=2"),
+        ("https://h/password/p%2F1", "https://h/password/[REDACTED]"),
+        ("https://h/oauth/token", "https://h/oauth/token"),
+        ("https://h/authors/ann/sessions/s1", "https://h/authors/ann/sessions/s1"),
         # what is not a credential stays
         ("https://h/agents/ag_7Qb3nT1xK9wZs2Pv0Lm4Rd", "https://h/agents/ag_7Qb3nT1xK9wZs2Pv0Lm4Rd"),
         ("https://h/v1.2.3/jquery.min.js?page=2", "https://h/v1.2.3/jquery.min.js?page=2"),
