@@ -38,7 +38,10 @@ class IngestError(Exception):
 
 @dataclass(frozen=True)
 class Part:
-    """A run of whole records of a flow file (or a whole HAR file): bytes [start, end), `before` flows ahead."""
+    """A run of whole records of a flow file (or a whole HAR file): bytes [start, end), `before` flows ahead.
+    A HAR too large for one process is read by `stripes` processes, stripe `stripe` taking entries i with
+    i % stripes == stripe (a HAR cannot be cut at a byte offset: each reads the whole file, converting and
+    extracting only its own entries)."""
 
     path: Path
     start: int = 0
@@ -46,9 +49,12 @@ class Part:
     before: int = 0
     har: bool = False
     attachments: Path | None = None  # a HAR's bodies kept as files: their folder or zip (None: the HAR's folder)
+    stripe: int = 0
+    stripes: int = 1
 
     def size(self) -> int:
-        return (self.end if self.end is not None else self.path.stat().st_size) - self.start
+        """Bytes of input this part stands for (a stripe: its share of the HAR)."""
+        return ((self.end if self.end is not None else self.path.stat().st_size) - self.start) // self.stripes
 
 
 EMPTY = "an empty file: nothing to ingest"
@@ -104,13 +110,20 @@ def split_flow_file(path: Path, part_bytes: int = PART_BYTES) -> list[Part]:
 
 
 def plan(paths: list[Path], kinds: dict[Path, str], jobs: int, part_bytes: int = PART_BYTES) -> list[list[Part]]:
-    """The input as `jobs` (or fewer) contiguous shares of about equal bytes, one per process."""
-    total = sum(p.stat().st_size for p in paths)
+    """The input as `jobs` (or fewer) contiguous shares of about equal bytes, one per process. A HAR larger than
+    one process's share (and than `part_bytes`) is striped: stripe k of it in share k, every share reading it."""
+    sizes = {p: p.stat().st_size for p in paths}
+    total = sum(sizes.values())
     if jobs <= 1 or total <= part_bytes:
         return [[Part(p, har=kinds[p] == "har") for p in paths]]
     share = -(-total // jobs)
+    striped = [p for p in paths if kinds[p] == "har" and sizes[p] > max(share, part_bytes)]
+    rest = total - sum(sizes[p] for p in striped)
+    share = -(-rest // jobs)
     pieces: list[Part] = []
     for p in paths:
+        if p in striped:
+            continue
         if kinds[p] == "har":
             pieces.append(Part(p, har=True))
         else:
@@ -123,6 +136,10 @@ def plan(paths: list[Path], kinds: dict[Path, str], jobs: int, part_bytes: int =
             filled = 0
         groups[-1].append(piece)
         filled += piece.size()
+    if striped:
+        groups += [[] for _ in range(jobs - len(groups))]
+        for k, group in enumerate(groups):
+            group.extend(Part(p, har=True, stripe=k, stripes=jobs) for p in striped)
     return [g for g in groups if g]
 
 

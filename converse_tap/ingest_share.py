@@ -129,6 +129,7 @@ class Run:
             for fid in flowids.ids(part.path, part.start, part.end):
                 self.seen.add(digest(fid))
         self.writer: _Writer | None = None
+        self.elsewhere: set[int] = set()  # digests of the entries of a striped HAR that other stripes read
         self.added = array("Q") if share.keep_ids else None  # digests of the flows read, for a later round
         self.done_bytes = 0  # of parts finished
         self.batch_n = self.batch_bytes = 0
@@ -156,9 +157,14 @@ class Run:
     def _part(self, part: Part) -> None:
         if part.har:
             hpos = harfile.HarPosition()
-            with contextlib.closing(harentry.Attachments(part.attachments or part.path.parent)) as attached:
-                source = _har_exchanges(part.path, self.share.max_body, hpos, self._skipped, attached)
-                self._read(source, lambda: hpos.offset)
+            stripe = _Stripe(part.stripe, part.stripes)
+            self.elsewhere = stripe.elsewhere
+            try:
+                with contextlib.closing(harentry.Attachments(part.attachments or part.path.parent)) as attached:
+                    source = _har_exchanges(part.path, self.share.max_body, hpos, self._skipped, attached, stripe)
+                    self._read(source, lambda: hpos.offset // part.stripes)
+            finally:
+                self.elsewhere = set()
         else:
             fpos = flowfile.Position(flows=part.before)
 
@@ -196,7 +202,7 @@ class Run:
 
     def _one(self, ex: HttpExchange) -> None:
         h = digest(ex.id)
-        if not self.seen.add(h):
+        if h in self.elsewhere or not self.seen.add(h):
             self.result.duplicates += 1
             return
         if self.added is not None:
@@ -257,17 +263,41 @@ class Run:
             self.result.write_error = self.result.write_error or f"cannot write to {self.share.out}"
 
 
+@dataclass
+class _Stripe:
+    """Which entries of a HAR this process converts: i % stripes == stripe. The digests of the others' entries
+    are kept in `elsewhere`, so that an entry repeating one that another stripe reads earlier in the file is a
+    duplicate here, as it is to a single process reading the whole file."""
+
+    stripe: int = 0
+    stripes: int = 1
+    elsewhere: set[int] = field(default_factory=set)
+
+    def mine(self, i: int, entry: Any, size: int) -> bool:
+        if self.stripes == 1 or i % self.stripes == self.stripe:
+            return True
+        if not isinstance(entry, harfile.Unreadable):
+            with contextlib.suppress(Exception):  # an entry no id can be made of is no exchange anywhere
+                self.elsewhere.add(digest(harentry.entry_id(entry, size)))
+        return False
+
+
 def _har_exchanges(
     path: Path,
     max_body: int,
     pos: harfile.HarPosition,
     skipped: Callable[[IngestError], None],
     attached: harentry.Attachments | None = None,
+    stripe: _Stripe | None = None,
 ) -> Iterator[HttpExchange]:
-    """The exchanges of a HAR's entries; an entry that cannot be one costs only itself (`skipped` is told)."""
+    """The exchanges of a HAR's entries; an entry that cannot be one costs only itself (`skipped` is told).
+    With `stripe`, only that stripe's entries; a file that stops being readable is reported by stripe 0 alone."""
+    stripe = stripe or _Stripe()
     i = -1
     try:
         for i, entry in enumerate(harfile.entries(path, pos)):
+            if not stripe.mine(i, entry, pos.size):
+                continue
             if isinstance(entry, harfile.Unreadable):
                 skipped(IngestError(path, f"log.entries[{i}]", f"unreadable entry ({entry.reason})"))
                 continue
@@ -280,6 +310,8 @@ def _har_exchanges(
             del entry  # a large entry is not held while its exchange is extracted and written
             yield ex
     except harfile.HarError as e:
+        if stripe.stripe != 0:
+            return
         position = e.position if i < 0 or not e.position.startswith("log.") else f"log.entries[{i + 1}]"
         reason = e.reason if pos.started else f"{e.reason}; {NOT_A_CAPTURE}"
         raise IngestError(path, position, reason) from e

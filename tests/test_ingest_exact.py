@@ -83,3 +83,61 @@ def test_generated_capture_reads_as_the_reference(tmp_path: Path, jobs: int) -> 
         files = list((tmp_path / "fast" / "messages").rglob("*.parquet"))
         dates = {p.parent.name for p in files}
         assert len(dates) <= len(files) <= 2 * len(dates)
+
+
+def _striped_har(tmp_path: Path, n: int) -> tuple[Path, list]:
+    """The generated capture as mitmproxy's HAR export, with what a single process and stripes must agree on:
+    entries repeated near and far (duplicates across stripes and within one), an entry that is no exchange and
+    one that cannot be parsed."""
+    import json
+
+    from mitmproxy.addons.savehar import SaveHar
+
+    capture = write_capture(tmp_path / "capture.mitm", n)
+    with capture.open("rb") as f:
+        flows = [flow for flow in io.FlowReader(f).stream() if flow.type == "http"]
+    entries = SaveHar().make_har(flows)["log"]["entries"]  # type: ignore[arg-type]
+    entries.insert(4, entries[3])  # repeats read by the other stripe (i % 2 differs) and by the same one
+    entries.insert(10, entries[7])
+    entries.insert(11, entries[9])
+    entries.insert(20, {"request": "not an entry"})
+    texts = [json.dumps(e) for e in entries]
+    texts.insert(30, "1" * 5000)  # valid JSON the parser refuses: unreadable, costs only itself
+    path = tmp_path / "capture.har"
+    path.write_text('{"log": {"version": "1.2", "entries": [' + ",\n".join(texts) + "]}}")
+    return path, entries
+
+
+def _striped(path: Path) -> None:
+    from converse_tap import ingest_plan
+
+    groups = ingest_plan.plan([path], {path: "har"}, 2, part_bytes=1024)
+    assert [[(p.stripe, p.stripes) for p in g] for g in groups] == [[(0, 2)], [(1, 2)]]
+
+
+def test_a_har_read_in_stripes_gives_the_rows_of_one_process(tmp_path: Path) -> None:
+    path, _ = _striped_har(tmp_path, 400)
+    _striped(path)
+    one = ingest([path], tmp_path / "one", TextPolicy(), jobs=1)
+    two = ingest([path], tmp_path / "two", TextPolicy(), jobs=2, part_bytes=1024)
+    counts = ("flows", "exchanges", "duplicates", "skipped")
+    assert [getattr(two, c) for c in counts] == [getattr(one, c) for c in counts]
+    assert one.duplicates == 3 and one.skipped == 2 and one.exchanges > 300
+    assert sorted(map(str, two.errors)) == sorted(map(str, one.errors))
+    _assert_same(tmp_path / "one", tmp_path / "two")
+    again = ingest([path], tmp_path / "two", TextPolicy(), jobs=2, part_bytes=1024)  # all there already
+    once_more = ingest([path], tmp_path / "one", TextPolicy(), jobs=1)
+    assert (again.exchanges, again.duplicates) == (0, once_more.duplicates) and once_more.duplicates > 300
+
+
+def test_a_striped_har_that_stops_making_sense_is_reported_once(tmp_path: Path) -> None:
+    path, _ = _striped_har(tmp_path, 120)
+    text = path.read_text()
+    path.write_text(text[: int(len(text) * 0.8)])  # cut inside an entry
+    _striped(path)
+    one = ingest([path], tmp_path / "one", TextPolicy(), jobs=1)
+    two = ingest([path], tmp_path / "two", TextPolicy(), jobs=2, part_bytes=1024)
+    assert len(one.errors) == 3 and "invalid JSON" in str(one.errors[-1])  # two bad entries, then the cut
+    assert sorted(map(str, two.errors)) == sorted(map(str, one.errors))
+    assert (two.flows, two.exchanges, two.duplicates) == (one.flows, one.exchanges, one.duplicates)
+    _assert_same(tmp_path / "one", tmp_path / "two")
