@@ -115,9 +115,11 @@ function userMessage(text, contextId, taskId) {
 
 const failure = (e) => ({ name: e?.constructor?.name ?? 'Error', message: String(e?.message ?? e) });
 
-async function send(client, streaming, text, contextId, taskId) {
+/** A send; `returnImmediately` makes it non-blocking (v0.3: `blocking: false`): the agent answers at once. */
+async function send(client, streaming, text, contextId, taskId, returnImmediately = false) {
   const message = userMessage(text, contextId, taskId);
-  const request = { tenant: '', message, configuration: undefined, metadata: undefined };
+  const configuration = returnImmediately ? { returnImmediately: true } : undefined;
+  const request = { tenant: '', message, configuration, metadata: undefined };
   const payloads = [];
   let error = null;
   try {
@@ -136,6 +138,7 @@ async function send(client, streaming, text, contextId, taskId) {
     op: 'send',
     text,
     streamed: streaming,
+    return_immediately: returnImmediately,
     request: { message_id: message.messageId, context_id: blank(message.contextId), task_id: blank(message.taskId) },
     events: payloads.map((p) => p.$case),
     task_state: lastState(payloads),
@@ -160,6 +163,27 @@ async function getTask(client, id) {
   return call;
 }
 
+/** SubscribeToTask (v0.3 tasks/resubscribe, gRPC TaskSubscription): every event until the stream ends. */
+async function subscribe(client, id) {
+  const payloads = [];
+  let error = null;
+  try {
+    for await (const event of client.resubscribeTask({ tenant: '', id }, options)) payloads.push(event.payload);
+  } catch (e) {
+    error = failure(e);
+  }
+  return {
+    op: 'subscribe',
+    task_id: id,
+    streamed: true,
+    events: payloads.map((p) => p.$case),
+    task_state: lastState(payloads),
+    sightings: payloads.flatMap((p, i) => payloadSightings(p, i)),
+    error,
+    context_id: payloads.map((p) => p.value).find((v) => v.contextId)?.contextId ?? null,
+  };
+}
+
 async function conversation(client, streaming) {
   const calls = [];
   const hello = await send(client, streaming, 'hello');
@@ -177,6 +201,11 @@ async function conversation(client, streaming) {
   calls.push(await send(client, streaming, 'explode'));
   calls.push(await getTask(client, book.task_id));
   calls.push(await getTask(client, 'no-such-task'));
+  // a non-blocking send (whatever the run's mode) answers with the submitted task; the agent holds it working
+  // until the subscription attaches, which then receives the rest of it
+  const watch = await send(client, false, 'watch report', undefined, undefined, true);
+  calls.push(watch);
+  calls.push(await subscribe(client, watch.task_id));
   return calls;
 }
 

@@ -1,6 +1,6 @@
-// An @a2a-js/sdk agent for the recorder's integration tests: one DefaultRequestHandler behind JSON-RPC, HTTP+JSON
-// and gRPC (TLS), every reply carrying the converse extension's envelope. Listens on 127.0.0.1, free ports; prints
-// one line `READY {"http": PORT, "grpc": PORT}` once both listen.
+// An @a2a-js/sdk agent for the recorder's integration tests: one DefaultRequestHandler (ConverseRequestHandler)
+// behind JSON-RPC, HTTP+JSON and gRPC (TLS), every reply carrying the converse extension's envelope. Listens on
+// 127.0.0.1, free ports; prints one line `READY {"http": PORT, "grpc": PORT}` once both listen.
 //
 //   node server.mjs CERT.pem KEY.pem
 //
@@ -12,6 +12,11 @@
 //     N people     ... books: an artifact, then completed
 //     never mind   ... abandoned: the task is canceled
 //   stream report  a Task: working, an artifact in two chunks, completed with a partial answer
+//   watch report   a Task for a non-blocking send and SubscribeToTask: it stays working (the send answers with
+//                  the submitted task) until a subscription to it has attached, which then gets the rest: a
+//                  progress status, an artifact, completed with an answered coverage. No timing is involved: the
+//                  subscription waits for `working` to be in the store (its snapshot), the executor for the
+//                  subscription; each wait is bounded and fails loudly (the task fails, the subscription errs).
 //   fail           a Task that fails, the agent's coverage assessment failed
 //   explode        a Task whose executor throws once it is working
 
@@ -113,6 +118,24 @@ function artifact(ctx, artifactId, words, envelope, append, lastChunk) {
 
 const steps = new Map(); // task id -> the slots still open
 
+const WAIT_MS = 10_000; // how long a `watch report` task waits for its subscription, or a subscription for it
+const subscriptions = new Map(); // `watch report` task id -> called once a subscription to it has attached
+
+/** Resolves once a subscription to `taskId` has attached (see ConverseRequestHandler); rejects after WAIT_MS. */
+function subscription(taskId) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      subscriptions.delete(taskId);
+      reject(new Error(`no subscription to task ${taskId} within ${WAIT_MS} ms`));
+    }, WAIT_MS);
+    subscriptions.set(taskId, () => {
+      subscriptions.delete(taskId);
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
 class ConverseExecutor {
   async execute(ctx, bus) {
     if (ctx.context.requestedExtensions?.includes?.(CONVERSE_URI)) ctx.context.addActivatedExtension(CONVERSE_URI);
@@ -160,6 +183,24 @@ class ConverseExecutor {
         answerCoverage: coverage(ctx, 'assessed', 'partial', 'insufficient_evidence'),
         ownership: ai,
         citations: [{ documentId: 'doc-menu', chunkId: 'c-2', title: 'Menu', sourceUrl: 'https://trattoria.example/menu' }],
+      })));
+    } else if (said === 'watch report') {
+      const attached = subscription(taskId); // registered before the task exists: no subscription can miss it
+      bus.publish(newTask(ctx)); // the non-blocking send's answer
+      bus.publish(status(ctx, taskId, TaskState.TASK_STATE_WORKING, undefined));
+      await attached;
+      bus.publish(status(ctx, taskId, TaskState.TASK_STATE_WORKING, agentMessage(ctx, taskId, 'Reading the wine list.', {
+        author: 'agent',
+        answerCoverage: coverage(ctx, 'not_recorded'),
+        ownership: ai,
+      })));
+      const env = { author: 'agent', ownership: ai, citations: [{ documentId: 'doc-wine', chunkId: 'c-3', title: 'Wine list' }] };
+      bus.publish(artifact(ctx, `wine-${taskId}`, 'Three reds, two whites.', env, false, true));
+      bus.publish(status(ctx, taskId, TaskState.TASK_STATE_COMPLETED, agentMessage(ctx, taskId, 'The wine list is attached.', {
+        author: 'agent',
+        answerCoverage: coverage(ctx, 'assessed', 'answered', 'sufficient_evidence'),
+        ownership: ai,
+        citations: [{ documentId: 'doc-wine', chunkId: 'c-3', title: 'Wine list', sourceUrl: 'https://trattoria.example/wine' }],
       })));
     } else if (said === 'fail') {
       bus.publish(newTask(ctx));
@@ -262,7 +303,38 @@ const card = {
   iconUrl: '',
 };
 
-const handler = new DefaultRequestHandler(card, new InMemoryTaskStore(), new ConverseExecutor());
+/** The SDK's handler, with SubscribeToTask (v0.3 tasks/resubscribe, TaskSubscription) made deterministic for the
+ * `watch report` tasks, and activating the converse extension on a subscription as the executor does on a send. */
+class ConverseRequestHandler extends DefaultRequestHandler {
+  // Not a generator itself: the extension is activated before a transport writes its response head.
+  resubscribe(params, context) {
+    if (context.requestedExtensions?.includes?.(CONVERSE_URI)) context.addActivatedExtension(CONVERSE_URI);
+    return this.#attach(params, context);
+  }
+
+  async *#attach(params, context) {
+    const attached = subscriptions.get(params.id);
+    if (attached) await this.#stored(params.id, context, TaskState.TASK_STATE_WORKING); // the snapshot is `working`
+    let first = true;
+    for await (const event of super.resubscribe(params, context)) {
+      // the SDK listens on the task's event bus from its first step on: the executor may go on
+      if (first) attached?.();
+      first = false;
+      yield event;
+    }
+  }
+
+  /** Waits, briefly polling the store, for the task to reach `state` (the send's background drain saves it). */
+  async #stored(taskId, context, state) {
+    const deadline = Date.now() + WAIT_MS;
+    while ((await this.taskStore.load(taskId, context))?.status?.state !== state) {
+      if (Date.now() > deadline) throw new Error(`task ${taskId} not ${state} within ${WAIT_MS} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+  }
+}
+
+const handler = new ConverseRequestHandler(card, new InMemoryTaskStore(), new ConverseExecutor());
 const compat = { enabled: true };
 
 const grpcServer = new Server();
