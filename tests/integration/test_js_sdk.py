@@ -2,7 +2,11 @@
 tests/integration/js/ (express for JSON-RPC and HTTP+JSON, grpc-js for gRPC, v1.0 and its v0.3 compat layer)
 talk through a real mitmdump with the addon. What the client printed as received is the ground truth the
 recorded rows are checked against; what only the wire shows (HTTP status, echoed extension headers) is read
-back from the flow file mitmdump saved of the same traffic."""
+back from the flow file mitmdump saved of the same traffic.
+
+Each run ends with SubscribeToTask (v0.3 `tasks/resubscribe`, gRPC `TaskSubscription`), which the SDK offers on
+every binding and version: a non-blocking send starts a task the agent holds working until the subscription has
+attached (no timing involved, see server.mjs), and the subscription receives the rest of it."""
 
 from __future__ import annotations
 
@@ -133,14 +137,31 @@ def _run(rec: Recorded, run: str) -> tuple[dict[str, Any], pd.Series, pd.DataFra
     raise AssertionError(f"no run {run}")
 
 
+def _method(call: dict[str, Any]) -> str:
+    """The operation the recorder names a client call."""
+    if call["op"] != "send":
+        return {"get": "GetTask", "subscribe": "SubscribeToTask"}[call["op"]]
+    return "SendStreamingMessage" if call["streamed"] else "SendMessage"
+
+
 def _method_raw(binding: str, version: str, method: str, task_id: str | None) -> str:
     if binding == "GRPC":
+        if version == "0.3" and method == "SubscribeToTask":
+            method = "TaskSubscription"
         return f"/{'lf.a2a.v1' if version == '1.0' else 'a2a.v1'}.A2AService/{method}"
-    if binding == "HTTP+JSON":
-        return {"SendMessage": "POST /message:send", "SendStreamingMessage": "POST /message:stream"}.get(
-            method, f"GET /tasks/{task_id}"
-        )
-    v03 = {"SendMessage": "message/send", "SendStreamingMessage": "message/stream", "GetTask": "tasks/get"}
+    if binding == "HTTP+JSON":  # (the v0.3 paths' /v1 prefix is part of the interface's base)
+        return {
+            "SendMessage": "POST /message:send",
+            "SendStreamingMessage": "POST /message:stream",
+            # the v1.0 client POSTs a subscription, the v0.3 one GETs it
+            "SubscribeToTask": f"{'POST' if version == '1.0' else 'GET'} /tasks/{task_id}:subscribe",
+        }.get(method, f"GET /tasks/{task_id}")
+    v03 = {
+        "SendMessage": "message/send",
+        "SendStreamingMessage": "message/stream",
+        "GetTask": "tasks/get",
+        "SubscribeToTask": "tasks/resubscribe",
+    }
     return v03[method] if version == "0.3" else method
 
 
@@ -160,10 +181,10 @@ def test_every_exchange_and_sighting_is_what_the_js_client_saw(recorded: Recorde
     truth, card, calls = _run(recorded, run)
     binding, version = truth["binding"], truth["version"]
     assert (card["binding"], card["method"], card["status_code"]) == ("card", "GetAgentCard", 200)
-    assert len(calls) == len(truth["calls"]) == 12
+    assert len(calls) == len(truth["calls"]) == 14
     for call, (_, ex) in zip(truth["calls"], calls.iterrows(), strict=True):
         where = f"{run} {call['op']} {call.get('text', call.get('task_id'))}"
-        method = "GetTask" if call["op"] == "get" else "SendStreamingMessage" if call["streamed"] else "SendMessage"
+        method = _method(call)
         status, echoed = recorded.wire[ex["exchange_id"]]
         assert ex["binding"] == BINDINGS[binding] and ex["dialect"] == f"v{version}", where
         assert (ex["method"], ex["method_raw"]) == (method, _method_raw(binding, version, method, call.get("task_id")))
@@ -196,6 +217,58 @@ def test_every_exchange_and_sighting_is_what_the_js_client_saw(recorded: Recorde
         assert got == want, (where, sorted((got - want).elements()), sorted((want - got).elements()))
         replies = sum(1 for s in call["sightings"] if s["envelope"] and s["role"] == "ROLE_AGENT")
         assert (ex["messages"], ex["replies"]) == (len(rows), replies), where
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_a_subscription_receives_the_rest_of_a_task_a_non_blocking_send_left_working(
+    recorded: Recorded, run: str
+) -> None:
+    """The `watch report` scenario: the non-blocking send answers with the submitted task alone; the subscription
+    opens with the task's snapshot (working, the user's message in its history), then gets a progress status, an
+    artifact and the completed status, each carrying the envelope. What the client received must be exactly this
+    (a subscription that timed out or erred would not be) and the recorded rows must say so, event by event."""
+    truth, _, calls = _run(recorded, run)
+    binding, version = truth["binding"], truth["version"]
+    send, sub = truth["calls"][-2:]
+    (_, sent), (_, ex) = calls.iloc[-2:].iterrows()
+    assert (send["op"], send["text"], send["return_immediately"], send["error"]) == ("send", "watch report", True, None)
+    assert (send["events"], send["task_state"]) == (["task"], "TASK_STATE_SUBMITTED"), send
+    assert (sent["method"], sent["streamed"], sent["task_state"]) == ("SendMessage", False, "TASK_STATE_SUBMITTED")
+    assert sub["op"] == "subscribe" and sub["error"] is None, sub
+    assert sub["events"] == ["task", "statusUpdate", "artifactUpdate", "statusUpdate"], sub
+    assert (sub["snapshot_state"], sub["task_state"]) == ("TASK_STATE_WORKING", "TASK_STATE_COMPLETED"), sub
+    assert (sub["task_id"], sub["context_id"]) == (send["task_id"], send["context_id"]) != (None, None)
+
+    assert (ex["binding"], ex["dialect"], ex["method"]) == (BINDINGS[binding], f"v{version}", "SubscribeToTask")
+    assert ex["method_raw"] == _method_raw(binding, version, "SubscribeToTask", send["task_id"])
+    assert (ex["streamed"], ex["complete"], ex["status_code"], _value(ex["sse_events"])) == (True, True, 200, 4)
+    assert (ex["task_id"], ex["context_id"], ex["task_state"]) == (
+        send["task_id"],
+        send["context_id"],
+        "TASK_STATE_COMPLETED",
+    )
+    assert ex["converse_requested"] and ex["converse_echoed"] and recorded.wire[ex["exchange_id"]] == (200, True)
+    assert (ex["messages"], ex["replies"], _value(ex["error_code"]), len(ex["anomalies"])) == (4, 2, None, 0)
+
+    rows = recorded.messages[recorded.messages["exchange_id"] == ex["exchange_id"]].sort_values("seq")
+    got = [
+        [_value(r[c]) for c in ("direction", "event_index", "event_kind", "object_kind", "role", "task_state")]
+        + [r["has_envelope"], _value(r["coverage_availability"]), _value(r["coverage"]), _value(r["citation_count"])]
+        for _, r in rows.iterrows()
+    ]
+    assert got == [
+        ["response", 0, "task", "message", "user", None, False, None, None, None],
+        ["response", 1, "statusUpdate", "message", "agent", "TASK_STATE_WORKING", True, "not_recorded", None, None],
+        ["response", 2, "artifactUpdate", "artifact", None, None, True, None, None, 1],
+        ["response", 3, "statusUpdate", "message", "agent", "TASK_STATE_COMPLETED", True, "assessed", "answered", 1],
+    ], run
+    assert set(rows["task_id"]) == {send["task_id"]} and set(rows["context_id"]) == {send["context_id"]}
+    assert rows["text"].tolist() == [
+        "watch report",
+        "Reading the wine list.",
+        "Three reds, two whites.",
+        "The wine list is attached.",
+    ]
 
 
 def test_the_agent_card_rows_carry_the_converse_declaration(recorded: Recorded) -> None:
@@ -252,12 +325,12 @@ def test_report_counts_what_the_scenario_implies(recorded: Recorded) -> None:
         e["answerCoverage"]["coverage"] for e in replies.values() if e["answerCoverage"]["availability"] == "assessed"
     )
     n = len(RUNS)
-    assert len(replies) == 9 * n and assessed == {"answered": 2 * n, "partial": n, "unanswered": n}
-    assert report["dataset"]["replies"] == len(replies) and report["dataset"]["exchanges"] == 13 * n
+    assert len(replies) == 11 * n and assessed == {"answered": 3 * n, "partial": n, "unanswered": n}
+    assert report["dataset"]["replies"] == len(replies) and report["dataset"]["exchanges"] == 15 * n
     coverage = report["coverage"]
     assert {k: v["count"] for k, v in coverage["by_coverage"].items() if v["count"]} == assessed
     assert coverage["turns_assessed"] == sum(assessed.values())
-    assert report["authors"]["by_author"] == {"agent": 8 * n, "human": n}
+    assert report["authors"]["by_author"] == {"agent": 10 * n, "human": n}
     assert report["authors"]["handoffs_to_human"] == n
     routines = report["routines"]
     assert (routines["completed"], routines["abandoned"], routines["open"]) == (n, n, 0)

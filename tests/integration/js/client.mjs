@@ -1,7 +1,8 @@
 // An @a2a-js/sdk client for the recorder's integration tests. It fetches the agent card through an HTTP proxy, then
-// holds the scripted conversation of server.mjs once per RUN, and prints on stdout, as one JSON document, what it
-// sent and every message, task, event and artifact it received: the ground truth the recorded rows are checked
-// against. HTTP goes through the proxy by undici's ProxyAgent; gRPC by grpc-js's CONNECT support (`grpc_proxy`).
+// holds the scripted conversation of server.mjs once per RUN (sends, GetTask, then a non-blocking send and
+// SubscribeToTask), and prints on stdout, as one JSON document, what it sent and every message, task, event and
+// artifact it received: the ground truth the recorded rows are checked against. HTTP goes through the proxy by
+// undici's ProxyAgent; gRPC by grpc-js's CONNECT support (`grpc_proxy`).
 //
 //   grpc_proxy=PROXY node client.mjs BASE_URL PROXY_URL CA.pem RUN...      RUN: BINDING:VERSION:unary|stream
 //
@@ -177,6 +178,8 @@ async function subscribe(client, id) {
     task_id: id,
     streamed: true,
     events: payloads.map((p) => p.$case),
+    // the state of the task snapshot a subscription opens with
+    snapshot_state: payloads[0]?.$case === 'task' ? lastState(payloads.slice(0, 1)) : null,
     task_state: lastState(payloads),
     sightings: payloads.flatMap((p, i) => payloadSightings(p, i)),
     error,
