@@ -18,6 +18,7 @@ CHUNK = 1 << 20
 MAX_ENTRY = 32 << 20  # characters of a HAR entry (bodies included) held and parsed; a larger entry is passed over
 MAX_CONTAINERS = 1_000_000  # '[' + 4 x '{' in a value read across chunks (in its strings too): past it, not parsed
 _SPACE = re.compile(r"[ \t\n\r]*")
+_TOKEN = 16  # characters of the longest token a read can cut (`-Infinity`, a surrogate pair's two escapes)
 _DECODER = json.JSONDecoder()
 
 
@@ -140,7 +141,9 @@ class _Text:
             try:
                 doc, end = _DECODER.raw_decode(self.buf, self.i)
             except json.JSONDecodeError as e:
-                cut = e.pos >= len(self.buf) - 1 or e.msg.startswith("Unterminated string")
+                # a value cut by the end of what was read: an unterminated string, or an error within a token's
+                # length of the end (`nul`, `\ud83d\ude`, `1e+`, `-12.` report theirs where the token starts)
+                cut = e.msg.startswith("Unterminated string") or e.pos >= len(self.buf) - (1 if self.eof else _TOKEN)
                 if cut:  # a large value: read on in larger steps, never far past MAX_ENTRY or MAX_CONTAINERS
                     held = len(self.buf) - self.i
                     if held > MAX_ENTRY:
@@ -157,9 +160,15 @@ class _Text:
                 return self.skip("nested deeper than the JSON parser allows")
             except ValueError as e:  # valid JSON the parser refuses (an integer of over 4,300 digits)
                 return self.skip(f"not parsed ({str(e)[:80]})")
-            cut_number = end >= len(self.buf) and not self.eof and isinstance(doc, (int, float))
-            if cut_number and self.more():  # a number cut at the end of what was read: read on
-                continue
+            # a number that may go on past what was read (`1` of `1e+5`, `-12` of `-12.5`): read on, in growing
+            # steps (a number of millions of digits is not parsed again at every chunk), never past MAX_ENTRY
+            cut_number = not self.eof and end >= len(self.buf) - _TOKEN and isinstance(doc, (int, float))
+            if cut_number:
+                if end - self.i > MAX_ENTRY:
+                    return self.skip(f"larger than {MAX_ENTRY >> 20} MiB")
+                self.want = max(CHUNK, min(self.want * 2, 64 * CHUNK))
+                if self.more():
+                    continue
             self.size = end - self.i
             self.i = end
             if self.want > CHUNK:  # a large value: its text is not kept beside it
