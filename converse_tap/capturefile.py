@@ -21,14 +21,16 @@ class NotRegular(OSError):
         self.what = what
 
 
-def open_regular(path: Path) -> BinaryIO:
+def open_regular(path: Path, follow: bool = True) -> BinaryIO:
     """`open(path, "rb")`, refusing anything but a regular file without blocking on it. What it names is looked at
     before it is opened (opening a device acts: `/dev/watchdog` arms a reboot, a tape rewinds), and again once
-    opened (O_NONBLOCK: a FIFO put there in between opens at once instead of waiting, and is then refused)."""
-    mode = os.stat(path).st_mode
+    opened (O_NONBLOCK: a FIFO put there in between opens at once instead of waiting, and is then refused).
+    `follow=False`: a symbolic link is refused too (a file a capture names, which must not lead elsewhere)."""
+    mode = os.stat(path).st_mode if follow else os.lstat(path).st_mode
     if not stat.S_ISREG(mode):
         raise NotRegular(path, file_kind(mode))
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    nofollow = 0 if follow else os.O_NOFOLLOW
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | nofollow | getattr(os, "O_CLOEXEC", 0))
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):

@@ -338,7 +338,7 @@ class Attachments:
             return None
         try:
             if self.source.is_dir():
-                with open_regular(self.source / name) as f:
+                with open_regular(self.source / name, follow=False) as f:  # a link would lead out of the folder
                     return f.read(limit + 1), os.fstat(f.fileno()).st_size
             if self._zip is None:
                 self.close()

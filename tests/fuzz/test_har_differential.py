@@ -338,7 +338,6 @@ def test_a_har_with_its_mark_is_read_at_every_chunking(tmp_path: Path, encoding:
 # -- finding 5: an attachment that is a symbolic link
 
 
-@pytest.mark.xfail(strict=True, reason="finding 5: a `_file` beside the HAR that links elsewhere is followed")
 def test_an_attachment_that_links_outside_the_folder_is_not_read(tmp_path: Path) -> None:
     secret = tmp_path / "secret.json"
     secret.write_text(json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"message": {"messageId": "s",
