@@ -211,7 +211,7 @@ def _message(buf: Any, loc: tuple[int, int, int], max_body: int) -> Any:
     if b"content" in fields:
         cs, ce, ct = fields[b"content"]
         if ct == _BYTES and ce - cs > max_body:
-            out["content"] = buf[cs : cs + PREFIX]
+            out["content"] = buf[cs : min(ce, cs + PREFIX)]  # a body below PREFIX: its own bytes, not the next
             out["content_size"] = ce - cs
         elif ct in (_BYTES, _NULL):
             out["content"] = _value(buf, cs, ce, ct)
@@ -278,8 +278,25 @@ def _whole(buf: Any, start: int, stop: int, tag: int) -> dict[str, Any]:
         raise _Bad(f"a {type(state).__name__}, not a flow")
     if "version" not in state:
         raise _Bad("a record without a flow format version")
-    migrated: dict[str, Any] = cast(dict[str, Any], compat.migrate_flow(state))  # a flow state has str keys
-    return migrated
+    return _migrated(state)
+
+
+def _migrated(state: dict[Any, Any]) -> dict[str, Any]:
+    """`compat.migrate_flow`, step by step, refusing a record whose version a step does not move on: one holding
+    both a text and a byte-string `version` key (each converter sets the text one, the loop reads the other)
+    made mitmproxy's own loop run forever, and ingest with it."""
+    done: set[Any] = set()
+    while True:
+        found: Any = state.get(b"version", state.get("version"))
+        step = found if isinstance(found, int) else tuple(found)[:2]
+        if step == version.FLOW_FORMAT_VERSION:
+            return cast(dict[str, Any], state)  # a flow state has str keys
+        if step in done:
+            raise _Bad(f"a record whose flow format version stays {step!r} through its migration")
+        if step not in compat.converters:
+            return cast(dict[str, Any], compat.migrate_flow(state))  # raises mitmproxy's own ValueError for it
+        done.add(step)
+        state = compat.converters[step](state)
 
 
 @dataclass
