@@ -230,16 +230,23 @@ def entries(path: Path, pos: HarPosition | None = None) -> Iterator[dict[str, An
     with open_regular(path) as f:
         t = _Text(f, pos)
         t.expect("{")
-        found = False
+        found = logs = False
         for key in _keys(t):
             if key != "log":
                 t.value()
                 continue
+            if logs:  # JSON readers keep the last: entries already read were another reader's view of the file
+                raise HarError("log", "given twice (JSON readers keep only the second; the first one's were read)")
+            logs = True
             t.expect("{")
             for log_key in _keys(t):
                 if log_key != "entries":
                     t.value()
                     continue
+                if found:
+                    raise HarError(
+                        "log.entries", "given twice (JSON readers keep only the second; the first one's were read)"
+                    )
                 found = True
                 if t.peek() != "[":
                     raise HarError("log.entries", "not a list")
