@@ -58,6 +58,7 @@ class Part:
 
 
 EMPTY = "an empty file: nothing to ingest"
+SPACE_BEFORE = 1 << 20  # bytes of whitespace before a HAR's `{` looked through to tell it is one
 
 
 def kind(path: Path) -> str:
@@ -67,6 +68,8 @@ def kind(path: Path) -> str:
     try:
         with open_regular(path) as f:
             head = f.read(64)
+            if len(head) == 64 and not head.decode(encoding_of(head), "replace").lstrip("\ufeff \t\r\n"):
+                head += f.read(SPACE_BEFORE)  # a HAR may start with whitespace: JSON allows any amount
     except NotRegular as e:
         raise IngestError(path, "byte 0", f"{e.what}, not a capture file; {NOT_A_CAPTURE}") from e
     except OSError as e:
