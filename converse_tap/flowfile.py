@@ -361,11 +361,32 @@ def _records(
             exchange = None
             if skipped is None:
                 raise Damaged(offset, _why(e)) from e
+            # a record cut short and written after (`-w +file` after a kill): its prefix claims bytes of the next
+            # record, and its end lands inside it. No record head there: read on from the next whole record
+            resume = None if _head_at(fb, stop + 1, size) else _resync(fb, offset, size)
+            if resume is not None and resume <= stop:
+                skipped(
+                    offset, f"{_why(e)}: bytes {offset}-{resume} are not records; reading resumed at the next record"
+                )
+                pos.offset = resume
+                pos.flows += 1
+                continue
             skipped(offset, _why(e))
         pos.offset = stop + 1
         pos.flows += 1
         if exchange is not None:
             yield exchange
+
+
+def _head_at(fb: FileBytes, at: int, size: int) -> bool:
+    """Whether a flow record can start at `at`: the end of the file, or a length prefix whose value ends as a dict
+    (inside a record, what follows a value is a key: a string)."""
+    if at >= size:
+        return True
+    try:
+        return _head(fb, at, size + 1)[2] == _DICT
+    except (_Bad, ValueError, IndexError):
+        return False
 
 
 def _resync(mm: FileBytes, offset: int, size: int) -> int | None:
