@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import compressed
+from . import compressed, flowfile
 from .capturefile import NotRegular, open_regular
 from .compressed import MAGIC, compression_of
 from .harfile import attachment_name, encoding_of
@@ -85,7 +85,18 @@ def kind(path: Path) -> str:
     colon = head.find(b":")
     if 0 < colon <= 20 and head[:colon].isdigit():
         return "flows"
+    if _damaged_flows(path):
+        return "flows"
     raise IngestError(path, "byte 0", NOT_A_CAPTURE)
+
+
+def _damaged_flows(path: Path) -> bool:
+    """A flow file whose first bytes are damaged: a whole record within its first MiB (the reader resumes there)."""
+    try:
+        with open_regular(path) as f:
+            return flowfile.holds_a_record(f.read(SPACE_BEFORE))
+    except OSError:
+        return False
 
 
 def split_flow_file(path: Path, part_bytes: int = PART_BYTES) -> list[Part]:

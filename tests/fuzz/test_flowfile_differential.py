@@ -519,7 +519,6 @@ def test_a_flow_whose_earlier_copy_is_unreadable_is_ingested_by_several_processe
     [lambda d: b"\x00" + d, lambda d: b"x" + d[1:]],
     ids=["a byte before the first record", "the first length prefix's first digit"],
 )
-@pytest.mark.xfail(strict=True, reason="finding 14: damage in a flow file's first bytes makes ingest refuse all of it")
 def test_damage_at_the_start_of_a_flow_file_costs_only_the_first_record(
     tmp_path: Path, damage: Callable[[bytes], bytes]
 ) -> None:
