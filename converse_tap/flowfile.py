@@ -389,31 +389,21 @@ def _head_at(fb: FileBytes, at: int, size: int) -> bool:
         return False
 
 
-def holds_a_record(data: bytes, budget: int = 100_000) -> bool:
-    """Whether `data` (a file's first bytes, which do not start as a record) holds a whole flow record: a
-    `7:version;N:..#}` ending and, before it, the length prefix announcing exactly that record. A flow file whose
-    first bytes are damaged is one still (its reader resumes at that record), not "not a capture"."""
-    at = 0
-    while (v := data.find(b"7:version;", at)) >= 0 and budget > 0:
-        at = v + 1
-        try:
-            _vs, ve, vt = _head(data, v + 10, len(data))
-        except (_Bad, ValueError):
-            continue
-        if vt != _INT or data[ve + 1 : ve + 2] != b"}":
-            continue
-        end, colon = ve + 1, v
-        while (colon := data.rfind(b":", 0, colon)) >= 0 and budget > 0:
-            budget -= 1
-            run = colon
-            while run > 0 and colon - run < 20 and 48 <= data[run - 1] <= 57:
-                run -= 1
-            if any(int(data[k:colon]) == end - colon - 1 for k in range(run, colon)):
-                return True
-    return False
+class _InMemory(bytes):
+    """Bytes read into memory, readable where `_resync` reads a file (`FileBytes`)."""
+
+    def view(self, start: int, stop: int) -> tuple[bytes, int]:
+        return self, 0
 
 
-def _resync(mm: FileBytes, offset: int, size: int) -> int | None:
+def holds_a_record(data: bytes) -> bool:
+    """Whether `data` (a file's first bytes, which do not start as a record) holds a whole flow record, as
+    `_resync` finds one after damage. A flow file whose first bytes are damaged is one still (its reader resumes
+    at that record), not "not a capture"."""
+    return _resync(_InMemory(data), -1, len(data)) is not None
+
+
+def _resync(mm: FileBytes | _InMemory, offset: int, size: int) -> int | None:
     """Where the next whole flow record starts after damage at `offset`: mitmproxy ends every record with its
     `version` (`7:version;2:21#}`); from such an ending, the record's start is the one length prefix before it that
     announces exactly that length. None when no whole record follows."""
@@ -433,7 +423,7 @@ def _resync(mm: FileBytes, offset: int, size: int) -> int | None:
     return None
 
 
-def _start_of(mm: FileBytes, after: int, end: int, budget: list[int]) -> int | None:
+def _start_of(mm: FileBytes | _InMemory, after: int, end: int, budget: list[int]) -> int | None:
     """The start (> `after`) of the value whose tag is at `end`: a `<digits>:` whose number is the bytes between.
     (Searched backwards a read at a time: crafted endings make this millions of colons.)"""
     colon = end

@@ -20,6 +20,7 @@ MAX_CONTAINERS = 1_000_000  # '[' + 4 x '{' in a value read across chunks (in it
 _SPACE = re.compile(r"[ \t\n\r]*")
 _TOKEN = 16  # characters of the longest token a read can cut (`-Infinity`, a surrogate pair's two escapes)
 _DECODER = json.JSONDecoder()
+_TWICE = "given twice (JSON readers keep only the second; the first one's were read)"
 
 
 @dataclass(frozen=True)
@@ -236,7 +237,7 @@ def entries(path: Path, pos: HarPosition | None = None) -> Iterator[dict[str, An
                 t.value()
                 continue
             if logs:  # JSON readers keep the last: entries already read were another reader's view of the file
-                raise HarError("log", "given twice (JSON readers keep only the second; the first one's were read)")
+                raise HarError("log", _TWICE)
             logs = True
             t.expect("{")
             for log_key in _keys(t):
@@ -244,9 +245,7 @@ def entries(path: Path, pos: HarPosition | None = None) -> Iterator[dict[str, An
                     t.value()
                     continue
                 if found:
-                    raise HarError(
-                        "log.entries", "given twice (JSON readers keep only the second; the first one's were read)"
-                    )
+                    raise HarError("log.entries", _TWICE)
                 found = True
                 if t.peek() != "[":
                     raise HarError("log.entries", "not a list")

@@ -68,8 +68,10 @@ def kind(path: Path) -> str:
     try:
         with open_regular(path) as f:
             head = f.read(64)
-            if len(head) == 64 and not head.decode(encoding_of(head), "replace").lstrip("\ufeff \t\r\n"):
+            text = _text(head)
+            if len(head) == 64 and not text:
                 head += f.read(SPACE_BEFORE)  # a HAR may start with whitespace: JSON allows any amount
+                text = _text(head)
     except NotRegular as e:
         raise IngestError(path, "byte 0", f"{e.what}, not a capture file; {NOT_A_CAPTURE}") from e
     except OSError as e:
@@ -79,7 +81,6 @@ def kind(path: Path) -> str:
     compression = compression_of(head)
     if compression is not None:
         return compression
-    text = head.decode(encoding_of(head), "replace").lstrip("\ufeff \t\r\n")
     if text.startswith("{"):
         return "har"
     colon = head.find(b":")
@@ -88,6 +89,10 @@ def kind(path: Path) -> str:
     if _damaged_flows(path):
         return "flows"
     raise IngestError(path, "byte 0", NOT_A_CAPTURE)
+
+
+def _text(head: bytes) -> str:
+    return head.decode(encoding_of(head), "replace").lstrip("\ufeff \t\r\n")
 
 
 def _damaged_flows(path: Path) -> bool:
