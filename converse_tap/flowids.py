@@ -8,7 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .capturefile import Shrank, opened
-from .flowfile import _DICT, _STR, _Bad, _fields, _head, _value
+from .tnetview import DICT as _DICT
+from .tnetview import STR as _STR
+from .tnetview import Bad as _Bad
+from .tnetview import fields as _fields
+from .tnetview import head as _head
+from .tnetview import value as _value
 
 
 def ids(path: Path, start: int = 0, end: int | None = None) -> Iterator[str]:

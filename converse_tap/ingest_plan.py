@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import compressed, flowfile
+from . import compressed, flowsync
 from .capturefile import NotRegular, open_regular
 from .compressed import MAGIC, compression_of
 from .harfile import attachment_name, encoding_of
@@ -99,7 +99,7 @@ def _damaged_flows(path: Path) -> bool:
     """A flow file whose first bytes are damaged: a whole record within its first MiB (the reader resumes there)."""
     try:
         with open_regular(path) as f:
-            return flowfile.holds_a_record(f.read(SPACE_BEFORE))
+            return flowsync.holds_a_record(f.read(SPACE_BEFORE))
     except OSError:
         return False
 

@@ -433,9 +433,9 @@ def test_a_flow_file_cut_at_any_byte_keeps_every_record_before_the_cut(tmp_path:
 def test_crafted_record_endings_cannot_make_the_search_for_the_next_record_quadratic(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from converse_tap import flowfile
+    from converse_tap import flowfile, flowsync
 
-    monkeypatch.setattr(flowfile, "_RESYNC_BUDGET", 20_000)
+    monkeypatch.setattr(flowsync, "RESYNC_BUDGET", 20_000)
     path = tmp_path / "x.mitm"
     path.write_bytes(b"x" + b"1:a,7:version;2:21#}" * 200_000)  # endings of records that never started
     with pytest.raises(flowfile.Damaged) as caught:
@@ -590,7 +590,7 @@ def test_the_search_for_a_records_start_reads_back_across_reads(
     16 bytes it finds what a byte-by-byte search of the whole file finds."""
     import random
 
-    from converse_tap import capturefile, flowfile
+    from converse_tap import capturefile, flowsync
 
     def reference(data: bytes, after: int, end: int, budget: int) -> int | None:
         colon = end
@@ -606,7 +606,7 @@ def test_the_search_for_a_records_start_reads_back_across_reads(
                     return colon - k
         return None
 
-    monkeypatch.setattr(flowfile, "CHUNK", 16)
+    monkeypatch.setattr(flowsync, "CHUNK", 16)
     monkeypatch.setattr(capturefile, "CHUNK", 16)
     rnd = random.Random(5)
     for trial in range(300):
@@ -621,7 +621,7 @@ def test_the_search_for_a_records_start_reads_back_across_reads(
             for _ in range(5):
                 end = rnd.randint(1, len(data) - 1)
                 after, budget = rnd.randint(-1, end - 1), rnd.choice([3, 10**9])
-                assert flowfile._start_of(found[0], after, end, [budget]) == reference(data, after, end, budget)
+                assert flowsync.start_of(found[0], after, end, [budget]) == reference(data, after, end, budget)
 
 
 def test_a_device_is_refused_without_being_opened(monkeypatch: pytest.MonkeyPatch) -> None:

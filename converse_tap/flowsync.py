@@ -1,0 +1,144 @@
+"""Finding the next whole record of a flow file after damage (a truncated record, a damaged length prefix, bytes
+between records), so that damage costs only the records it touches: the records after it are read, and records that
+a damaged record holds in a body (an upload of a capture) are not taken for the file's own."""
+
+from __future__ import annotations
+
+from .capturefile import CHUNK, FileBytes
+from .tnetview import DICT, INT, KEY_TAGS, MAX_KEYS, Bad, head
+
+RESYNC_BUDGET = 4_000_000  # colons examined to find the record after damage; past it, the rest is reported damaged
+
+
+def head_at(fb: FileBytes | InMemory, at: int, size: int) -> bool:
+    """Whether a flow record can start at `at`: the end of the file, or a length prefix whose value ends as a dict
+    (inside a record, what follows a value is a key: a string)."""
+    if at >= size:
+        return True
+    try:
+        return head(fb, at, size + 1)[2] == DICT
+    except (Bad, ValueError, IndexError):
+        return False
+
+
+class InMemory(bytes):
+    """Bytes read into memory, readable where `resync` reads a file (`FileBytes`)."""
+
+    def view(self, start: int, stop: int) -> tuple[bytes, int]:
+        return self, 0
+
+
+def holds_a_record(data: bytes) -> bool:
+    """Whether `data` (a file's first bytes, which do not start as a record) holds a whole flow record, as
+    `resync` finds one after damage. A flow file whose first bytes are damaged is one still (its reader resumes
+    at that record), not "not a capture"."""
+    return resync(InMemory(data), -1, len(data)) is not None
+
+
+def resync(mm: FileBytes | InMemory, offset: int, size: int) -> int | None:
+    """Where the next whole flow record starts after damage at `offset`. A record whose length prefix alone is
+    damaged is walked entry by entry to its end (`_walked`): what follows it, or itself if digits before its payload
+    still give its length; the records a body holds (an upload of a capture) are not taken for records of the file.
+    Otherwise: mitmproxy ends every record with its `version` (`7:version;2:21#}`); from such an ending, the
+    record's start is the one length prefix before it that announces exactly that length. None when no whole record
+    follows."""
+    if offset >= 0:
+        walked = _walked(mm, offset, size)
+        if walked is not None:
+            return walked
+    at = offset
+    budget = [RESYNC_BUDGET]  # colons looked at, in all: a file of crafted endings cannot make this quadratic
+    while (v := mm.find(b"7:version;", at + 1, size)) >= 0 and budget[0] > 0:
+        at = v
+        try:
+            _vs, ve, vt = head(mm, v + 10, size)
+            if vt != INT or mm[ve + 1] != DICT:
+                continue
+        except (Bad, ValueError, IndexError):
+            continue
+        begin = start_of(mm, offset, ve + 1, budget)
+        if begin is not None:
+            outer = _holding(mm, offset, begin, ve + 1, size, budget)
+            return outer if outer is not None else begin
+    return None
+
+
+def _holding(mm: FileBytes | InMemory, offset: int, begin: int, end: int, size: int, budget: list[int]) -> int | None:
+    """The first start in (offset, begin) of a record that ends past `end` with a flow record's ending: a record
+    holding the one found at `begin` in a value (a capture uploaded in a body), which is the file's record."""
+    pos = offset + 1
+    while (colon := mm.find(b":", pos, begin)) >= 0:
+        pos = colon + 1
+        budget[0] -= 1
+        if budget[0] <= 0:
+            return None
+        first = max(offset + 1, colon - 20)
+        before = mm[first:colon]
+        run = len(before)
+        while run > 0 and 48 <= before[run - 1] <= 57:  # ASCII digits
+            run -= 1
+        for k in range(len(before) - run, 0, -1):  # the longest digits first: the earliest start
+            stop = colon + 1 + int(before[-k:])
+            if end < stop < size and mm[stop] == DICT and _ends_as_flow(mm, stop, size):
+                return colon - k
+    return None
+
+
+def _ends_as_flow(mm: FileBytes | InMemory, stop: int, size: int) -> bool:
+    """Whether the `}` at `stop` ends a flow record: after its `version` (`7:version;2:21#}`)."""
+    at = mm.rfind(b"7:version;", max(0, stop - 40), stop)
+    try:
+        return at >= 0 and head(mm, at + 10, size)[1:] == (stop - 1, INT)
+    except (Bad, ValueError):
+        return False
+
+
+def _walked(mm: FileBytes | InMemory, offset: int, size: int) -> int | None:
+    """After a record at `offset` whose length prefix is damaged: the payload after its colon walked as the entries
+    of a dict to a `}` followed by the end of the file or by a record's head. Where that record starts if the
+    digits before the colon end with its length (a byte before the prefix), else where the next one does; None when
+    the payload is no such dict."""
+    colon = mm.find(b":", offset, offset + 21)
+    if colon < offset:
+        return None
+    pos = colon + 1
+    try:
+        for _ in range(2 * MAX_KEYS):
+            if mm[pos] == DICT:
+                if not head_at(mm, pos + 1, size):
+                    return None
+                digits = str(pos - colon - 1).encode()
+                begin = colon - len(digits)
+                return begin if begin >= offset and mm[begin:colon] == digits else pos + 1
+            _ks, ke, kt = head(mm, pos, size)
+            if kt not in KEY_TAGS:
+                return None
+            _vs, ve, _vt = head(mm, ke + 1, size)
+            pos = ve + 1
+    except (Bad, ValueError, IndexError):
+        return None
+    return None
+
+
+def start_of(mm: FileBytes | InMemory, after: int, end: int, budget: list[int]) -> int | None:
+    """The start (> `after`) of the value whose tag is at `end`: a `<digits>:` whose number is the bytes between.
+    (Searched backwards a read at a time: crafted endings make this millions of colons.)"""
+    colon = end
+    while colon > after + 1:
+        data, base = mm.view(max(after + 1, colon - CHUNK), colon)
+        lo = max(after + 1, base)
+        while (at := data.rfind(b":", lo - base, colon - base)) >= 0:
+            colon = base + at
+            budget[0] -= 1
+            if budget[0] <= 0:
+                return None
+            first = max(after + 1, colon - 20)  # the (at most 20) bytes before the colon
+            before = data[first - base : at] if first >= base else mm[first:colon]
+            run = len(before)
+            while run > 0 and 48 <= before[run - 1] <= 57:  # ASCII digits
+                run -= 1
+            for k in range(len(before) - run, 0, -1):  # the digits, maybe preceded by others: the longest that fits
+                if int(before[-k:]) == end - colon - 1:
+                    return colon - k
+        colon = lo
+    return None
