@@ -201,10 +201,12 @@ def _migrated(state: dict[Any, Any]) -> dict[str, Any]:
 
 @dataclass
 class Position:
-    """Where a reader is: byte offset and flows read, for progress and error messages."""
+    """Where a reader is: byte offset and flows read, for progress and error messages; `record`: the offset of the
+    record of the exchange last given."""
 
     offset: int = 0
     flows: int = 0
+    record: int = 0
 
 
 def read(
@@ -275,6 +277,7 @@ def _records(
         pos.offset = stop + 1
         pos.flows += 1
         if exchange is not None:
+            pos.record = offset
             yield exchange
 
 

@@ -39,7 +39,7 @@ from .ingest_plan import (
     split_flow_file,
 )
 from .ingest_share import LISTED, IngestResult, Run, Share, init_worker, run_share, sigint_between_exchanges
-from .seen import dataset_ids
+from .seen import SeenIds, dataset_ids
 
 __all__ = [
     "EMPTY", "LISTED", "NOT_A_CAPTURE", "IngestError", "IngestResult", "Part", "ingest", "kind", "plan",
@@ -162,7 +162,8 @@ def _parallel(
     shares = []
     for i, group in enumerate(groups):
         earlier = [p for g in groups[:i] for p in g if not p.har]
-        shares.append(replace(like, parts=group, before=earlier, slot=i, result=IngestResult()))
+        # (the digests of what each share read: those it put off are checked against them, `_deferred`)
+        shares.append(replace(like, parts=group, before=earlier, slot=i, result=IngestResult(), keep_ids=True))
     # one executor per share: a worker that dies (killed, out of memory) breaks only its own, never its neighbours'
     pools = [ProcessPoolExecutor(1, mp_context=context, initializer=init_worker, initargs=(counters,)) for _ in shares]
     futures = [pool.submit(run_share, s) for pool, s in zip(pools, shares, strict=True)]
@@ -190,7 +191,30 @@ def _parallel(
             added.append(ids)
         else:
             result.errors.extend(_died(share.parts, like.out, error))
+    if result.deferred and not (result.interrupted or result.write_error):
+        added.append(_deferred(result, like, np.concatenate(added)))
     return result, np.concatenate(added)
+
+
+def _deferred(result: IngestResult, like: Share, added: np.ndarray) -> np.ndarray:
+    """The flows a share put off because an earlier share's records hold their id: duplicates of what the earlier
+    shares wrote; the others (that earlier record unreadable, or not an exchange) read now, in file order, in this
+    process. The digests of those read."""
+    wrote = SeenIds(added)
+    again = []
+    for path, offset, h in result.deferred:
+        if h in wrote:
+            result.duplicates += 1
+        else:
+            again.append(Part(path, offset, offset + 1))
+    result.deferred = []
+    if not again:
+        return np.empty(0, dtype=np.uint64)
+    run = Run(replace(like, parts=again, known=np.union1d(like.known, added), keep_ids=True), None)
+    r = run.run()
+    r.flows = 0  # counted by the shares that put them off
+    _merge(result, r)
+    return run.added_ids()
 
 
 def _died(parts: list[Part], out: str | Path, error: BaseException) -> list[IngestError]:
@@ -219,3 +243,4 @@ def _merge(into: IngestResult, part: IngestResult) -> None:
     into.write_error = into.write_error or part.write_error
     into.interrupted = into.interrupted or part.interrupted
     into.parquet_files += part.parquet_files
+    into.deferred.extend(part.deferred)

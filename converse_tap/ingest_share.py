@@ -49,6 +49,9 @@ class IngestResult:
     interrupted: bool = False
     parquet_files: int = 0
     empty: list[Path] = field(default_factory=list)  # input files of no bytes
+    # flows whose id an earlier share's records hold, (path, record offset, digest): read at the end (`ingest`)
+    # unless that share wrote it (its record with that id may be unreadable, or not an exchange)
+    deferred: list[tuple[Path, int, int]] = field(default_factory=list)
 
 
 class _Writer(DatasetWriter):
@@ -125,9 +128,11 @@ class Run:
         self.share, self.report = share, report
         self.result = share.result
         self.seen = SeenIds(share.known)
+        self.earlier = SeenIds()  # ids of the records of earlier shares
         for part in share.before:
             for fid in flowids.ids(part.path, part.start, part.end):
-                self.seen.add(digest(fid))
+                self.earlier.add(digest(fid))
+        self.record: Callable[[], tuple[Path, int]] | None = None  # where the flow being read is (flow files)
         self.writer: _Writer | None = None
         self.elsewhere: set[int] = set()  # digests of the entries of a striped HAR that other stripes read
         self.added = array("Q") if share.keep_ids else None  # digests of the flows read, for a later round
@@ -172,11 +177,14 @@ class Run:
                 self._skipped(IngestError(part.path, f"byte {offset} (flow {fpos.flows + 1})", reason))
 
             source = flowfile.read(part.path, self.share.max_body, part.start, part.end, fpos, skipped)
+            self.record = lambda: (part.path, fpos.record)
             try:
                 self._read(source, lambda: fpos.offset - part.start)
             except flowfile.Damaged as e:
                 reason = f"{e.reason}; {NOT_A_CAPTURE}" if e.offset == 0 else e.reason
                 raise IngestError(part.path, f"byte {e.offset} (after flow {fpos.flows})", reason) from e
+            finally:
+                self.record = None
         if self.report is not None:
             self.report(self.done_bytes + part.size(), self.result.flows)
 
@@ -204,6 +212,12 @@ class Run:
         h = digest(ex.id)
         if h in self.elsewhere or not self.seen.add(h):
             self.result.duplicates += 1
+            return
+        if h in self.earlier:
+            if self.record is not None:
+                self.result.deferred.append((*self.record(), h))
+                return
+            self.result.duplicates += 1  # (a HAR entry of a flow's id)
             return
         if self.added is not None:
             self.added.append(h)

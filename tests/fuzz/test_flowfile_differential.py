@@ -423,17 +423,20 @@ def test_a_record_after_one_whose_length_lands_inside_it_is_read(tmp_path: Path,
     assert ids == ["intact-next", "intact-last"], ids
 
 
-def _dup_file(tmp_path: Path) -> tuple[Path, str]:
-    """An unreadable record (port "80") and, 40 records later, a readable one of the same flow id."""
-    bad = fm.http_state(0)
-    bad["request"]["port"] = "80"
+def _dup_file(tmp_path: Path, copies: int = 1, readable: bool = False) -> tuple[Path, str]:
+    """A record (unreadable: port "80") and, 40 records later, `copies` readable ones of the same flow id, 40 apart."""
+    first = fm.http_state(0)
+    if not readable:
+        first["request"]["port"] = "80"
     good = fm.http_state(0)
-    fill = []
-    for i in range(40):
-        s = fm.http_state(i + 1)
-        s["id"] = str(uuid.UUID(int=1000 + i))
-        fill.append(fm.mitm_dumps(s))
-    path, _ = _file(tmp_path, fm.mitm_dumps(bad), *fill, fm.mitm_dumps(good))
+    records = [fm.mitm_dumps(first)]
+    for c in range(copies):
+        for i in range(40):
+            s = fm.http_state(i + 1)
+            s["id"] = str(uuid.UUID(int=1000 + 100 * c + i))
+            records.append(fm.mitm_dumps(s))
+        records.append(fm.mitm_dumps(good))
+    path, _ = _file(tmp_path, *records)
     return path, good["id"]
 
 
@@ -444,14 +447,25 @@ def test_a_flow_whose_earlier_copy_is_unreadable_is_ingested_by_one_process(tmp_
     assert fid in set(load(tmp_path / "out", "exchanges")["exchange_id"])
 
 
-@pytest.mark.xfail(strict=True, reason="finding 13: a parallel ingest counts an unreadable record's id as seen")
-def test_a_flow_whose_earlier_copy_is_unreadable_is_ingested_by_several_processes(tmp_path: Path) -> None:
-    """`flowids.ids` hands a later share the ids of every earlier record, readable or not (and not HTTP): the
-    readable copy is then a duplicate with two processes and a new exchange with one."""
-    path, fid = _dup_file(tmp_path)
-    result = ingest([path], tmp_path / "out", TextPolicy(), jobs=2, part_bytes=path.stat().st_size // 4)
-    assert (result.skipped, result.duplicates) == (1, 0)
-    assert fid in set(load(tmp_path / "out", "exchanges")["exchange_id"])
+@pytest.mark.parametrize(("copies", "readable"), [(1, False), (2, False), (1, True), (2, True)])
+def test_a_flow_whose_earlier_copy_is_unreadable_is_ingested_by_several_processes(
+    tmp_path: Path, copies: int, readable: bool
+) -> None:
+    """`flowids.ids` hands a later share the ids of every earlier record, readable or not (and not HTTP): a share
+    puts off a flow whose id an earlier share holds, and the ingest reads it at the end unless that share wrote it.
+    Each copy lands in another share; the counts and rows are those of one process."""
+    path, fid = _dup_file(tmp_path, copies, readable)
+    one = ingest([path], tmp_path / "one", TextPolicy(), jobs=1)
+    result = ingest([path], tmp_path / "out", TextPolicy(), jobs=2, part_bytes=path.stat().st_size // (3 * copies))
+    assert (result.flows, result.exchanges, result.skipped, result.duplicates) == (
+        one.flows,
+        one.exchanges,
+        one.skipped,
+        one.duplicates,
+    )
+    assert (result.skipped, result.duplicates) == (0 if readable else 1, copies if readable else copies - 1)
+    ids = list(load(tmp_path / "out", "exchanges")["exchange_id"])
+    assert ids.count(fid) == 1 and sorted(ids) == sorted(load(tmp_path / "one", "exchanges")["exchange_id"])
 
 
 @pytest.mark.parametrize(
