@@ -138,6 +138,8 @@ class _Gen:
         s["client_conn"]["peername"] = (f"10.0.{self.rng.randint(0, 9)}.{self.rng.randint(1, 250)}", 50_000)
         s["server_conn"]["address"] = (host, port)
         s["server_conn"]["peername"] = (f"192.168.1.{port % 200}", port)
+        # the proxy's end, and no SNI in plain HTTP (tflow's placeholders: "address")
+        s["server_conn"].update(sockname=("10.0.0.2", 40_000 + port % 1000), sni=None)
         if scheme == "https":
             s["server_conn"].update(tls=True, sni=host, alpn=b"http/1.1", certificate_list=[self.cert])
             s["server_conn"]["cipher"] = "TLS_AES_256_GCM_SHA384"
