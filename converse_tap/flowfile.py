@@ -264,8 +264,10 @@ def _records(
             if skipped is None:
                 raise Damaged(offset, _why(e)) from e
             # a record cut short and written after (`-w +file` after a kill): its prefix claims bytes of the next
-            # record, and its end lands inside it. No record head there: read on from the next whole record
-            resume = None if head_at(fb, stop + 1, size) else resync(fb, offset, size)
+            # record, and its end lands inside it (on a value that is not a dict, or with no record head after it):
+            # read on from the next whole record
+            framed = tag == DICT and head_at(fb, stop + 1, size)
+            resume = None if framed else resync(fb, offset, size)
             if resume is not None and resume <= stop:
                 skipped(
                     offset, f"{_why(e)}: bytes {offset}-{resume} are not records; reading resumed at the next record"

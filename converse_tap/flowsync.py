@@ -42,12 +42,14 @@ def resync(mm: FileBytes | InMemory, offset: int, size: int) -> int | None:
     Otherwise: mitmproxy ends every record with its `version` (`7:version;2:21#}`); from such an ending, the
     record's start is the one length prefix before it that announces exactly that length. None when no whole record
     follows."""
+    budget = [RESYNC_BUDGET]  # colons looked at, in all: a file of crafted endings cannot make this quadratic
+    near = None
     if offset >= 0:
-        walked = _walked(mm, offset, size)
+        walked = _walked(mm, offset, size, budget)
         if walked is not None:
             return walked
+        near = _near_claim(mm, offset, size)
     at = offset
-    budget = [RESYNC_BUDGET]  # colons looked at, in all: a file of crafted endings cannot make this quadratic
     while (v := mm.find(b"7:version;", at + 1, size)) >= 0 and budget[0] > 0:
         at = v
         try:
@@ -59,8 +61,57 @@ def resync(mm: FileBytes | InMemory, offset: int, size: int) -> int | None:
         begin = start_of(mm, offset, ve + 1, budget)
         if begin is not None:
             outer = _holding(mm, offset, begin, ve + 1, size, budget)
-            return outer if outer is not None else begin
+            begin = outer if outer is not None else begin
+            if near is not None and begin < near and not _chains_to(mm, begin, near, size):
+                return near  # what was found lies inside the damaged record, which ends where its length says
+            return begin
     return None
+
+
+SLACK = 64  # bytes between where a damaged record's length says it ends and a flow record's ending it may end at
+_CHAIN = 32 << 20  # bytes of records walked from a resync point to where the damaged record may end
+
+
+def _near_claim(mm: FileBytes | InMemory, offset: int, size: int) -> int | None:
+    """Where the damaged record at `offset` ends if a few bytes of it were lost or added: after the flow record's
+    ending (followed by a record or the end of the file) nearest to where its length prefix says it ends."""
+    colon = mm.find(b":", offset, offset + 21)
+    digits = mm[offset:colon] if colon > offset else b""
+    if not digits.isdigit():
+        return None
+    claim = colon + 1 + int(digits)  # where its tag would be
+    best = None
+    at = max(colon, claim - SLACK - 20)
+    while (v := mm.find(b"7:version;", at, min(size, claim + SLACK))) >= 0:
+        at = v + 1
+        try:
+            _vs, ve, vt = head(mm, v + 10, size)
+        except (Bad, ValueError):
+            continue
+        stop = ve + 1
+        if vt != INT or abs(stop - claim) > SLACK or stop >= size or mm[stop] != DICT:
+            continue
+        if head_at(mm, stop + 1, size) and (best is None or abs(stop - claim) < abs(best - 1 - claim)):
+            best = stop + 1
+    return best
+
+
+def _chains_to(mm: FileBytes | InMemory, at: int, target: int, size: int) -> bool:
+    """Whether records follow one another from `at` to exactly `target` (or on for more than _CHAIN bytes): then
+    `target` is a record boundary of theirs, not the end of a damaged record holding them."""
+    limit = at + _CHAIN
+    while at < target:
+        if at > limit:
+            return True
+        colon = mm.find(b":", at, at + 21)
+        digits = mm[at:colon] if colon > at else b""
+        if not digits.isdigit():
+            return False
+        stop = colon + 1 + int(digits)
+        if stop >= size or mm[stop] != DICT:
+            return False
+        at = stop + 1
+    return at == target
 
 
 def _holding(mm: FileBytes | InMemory, offset: int, begin: int, end: int, size: int, budget: list[int]) -> int | None:
@@ -93,11 +144,12 @@ def _ends_as_flow(mm: FileBytes | InMemory, stop: int, size: int) -> bool:
         return False
 
 
-def _walked(mm: FileBytes | InMemory, offset: int, size: int) -> int | None:
+def _walked(mm: FileBytes | InMemory, offset: int, size: int, budget: list[int]) -> int | None:
     """After a record at `offset` whose length prefix is damaged: the payload after its colon walked as the entries
-    of a dict to a `}` followed by the end of the file or by a record's head. Where that record starts if the
-    digits before the colon end with its length (a byte before the prefix), else where the next one does; None when
-    the payload is no such dict."""
+    of a dict to a `}` followed by the end of the file or by a record's head. Where a record ending there starts
+    after `offset` if one does (digits before the colon giving its length: a byte before the prefix; or a whole
+    record after one cut short, which the walk ran into), else where the next one does; None when the payload is
+    no such dict."""
     colon = mm.find(b":", offset, offset + 21)
     if colon < offset:
         return None
@@ -107,9 +159,8 @@ def _walked(mm: FileBytes | InMemory, offset: int, size: int) -> int | None:
             if mm[pos] == DICT:
                 if not head_at(mm, pos + 1, size):
                     return None
-                digits = str(pos - colon - 1).encode()
-                begin = colon - len(digits)
-                return begin if begin >= offset and mm[begin:colon] == digits else pos + 1
+                begin = start_of(mm, offset, pos, budget)
+                return begin if begin is not None else pos + 1
             _ks, ke, kt = head(mm, pos, size)
             if kt not in KEY_TAGS:
                 return None

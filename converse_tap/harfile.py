@@ -16,7 +16,7 @@ from .capturefile import open_regular
 
 CHUNK = 1 << 20
 MAX_ENTRY = 32 << 20  # characters of a HAR entry (bodies included) held and parsed; a larger entry is passed over
-MAX_CONTAINERS = 1_000_000  # '[' + 4 x '{' in a value read across chunks (in its strings too): past it, not parsed
+MAX_CONTAINERS = 1_000_000  # `_Weight` of a value read across chunks (arrays, objects, scalars): past it, not parsed
 _SPACE = re.compile(r"[ \t\n\r]*")
 _TOKEN = 16  # characters of the longest token a read can cut (`-Infinity`, a surrogate pair's two escapes)
 _DECODER = json.JSONDecoder()
@@ -34,6 +34,47 @@ _IN_STRING = re.compile(r'["\\]')
 _OUTSIDE = re.compile(r'["\[\]{}]|[^"\[\]{}\s,:]+')
 _FLAT = re.compile(r'(?:[^"\[\]{}]++|\[[^"\[\]{}]*+\]|\{[^"\[\]{}]*+\})*+')
 _BARE = re.compile(r'[^"\[\]{}\s,:]*')
+_CHARS = r'[^"\\]*+(?:\\[\s\S][^"\\]*+)*+'  # a string's characters, escapes whole
+_STRING_REST = re.compile(_CHARS)
+_WHOLE = re.compile(r'[^"]*+(?:"' + _CHARS + r'"[^"]*+)*+')  # text outside strings and whole strings
+_MARKS = re.compile(r'"' + _CHARS + r'"|([\[{,:])')  # a whole string (''), or a mark outside strings
+
+
+class _Weight:
+    """What a value read across chunks would cost parsed, counted outside its strings and on from where the last
+    read's count stopped (no text counted twice): an array 1, an object 4 (about four arrays), a scalar or a key 1
+    (the `,` and `:` that bring them, less the arrays and objects among the values they bring). The text of strings
+    weighs nothing: MAX_ENTRY bounds it."""
+
+    def __init__(self) -> None:
+        self.done = 0  # characters of the value weighed
+        self.in_string = False  # the text weighed ends inside a string
+        self.objects = self.arrays = self.marks = 0
+
+    def add(self, buf: str, start: int) -> None:
+        """Weigh on to the end of `buf`, where the value starts at `start`."""
+        at, n = start + self.done, len(buf)
+        while at < n:
+            if self.in_string:
+                at = _STRING_REST.match(buf, at).end()  # type: ignore[union-attr]
+                if at == n or buf[at] == "\\":  # the text ends in the string, or between `\` and what it escapes
+                    break
+                self.in_string, at = False, at + 1
+                continue
+            end = _WHOLE.match(buf, at).end()  # type: ignore[union-attr]
+            found = _MARKS.findall(buf, at, end)
+            objects, arrays = found.count("{"), found.count("[")
+            self.objects += objects
+            self.arrays += arrays
+            self.marks += len(found) - found.count("") - objects - arrays
+            self.in_string, at = end < n, end + 1  # past the quote of a string that goes on
+        self.done = min(at, n) - start
+
+    def containers(self) -> int:
+        return 4 * self.objects + self.arrays
+
+    def total(self) -> int:
+        return self.containers() + max(0, self.marks - self.objects - self.arrays)
 
 
 def attachment_name(name: Any) -> bool:
@@ -67,10 +108,18 @@ _BOMS: tuple[tuple[bytes, str], ...] = (
 
 
 def encoding_of(head: bytes) -> str:
-    """The text encoding a HAR's first bytes announce: UTF-16 or UTF-32 by their byte-order mark, else UTF-8."""
+    """The text encoding a HAR's first bytes announce: UTF-16 or UTF-32 by their byte-order mark, else by the zero
+    bytes of its first characters (ASCII in JSON: RFC 4627 section 3), as `json.loads` tells them; else UTF-8."""
     for bom, name in _BOMS:
         if head.startswith(bom):
             return name
+    if len(head) >= 4:
+        if not head[0]:  # 00 00 -- --: UTF-32 BE; 00 xx -- --: UTF-16 BE
+            return "utf-16-be" if head[1] else "utf-32-be"
+        if not head[1]:  # xx 00 00 00: UTF-32 LE; xx 00 xx --, xx 00 00 xx: UTF-16 LE
+            return "utf-16-le" if head[2] or head[3] else "utf-32-le"
+    elif len(head) == 2 and 0 in head:  # (a document of one character)
+        return "utf-16-le" if head[0] else "utf-16-be"
     return "utf-8-sig"
 
 
@@ -135,9 +184,10 @@ class _Text:
 
     def value(self) -> Any:
         """The next JSON value, read on until it is complete. A value that is valid JSON but cannot be held or parsed
-        (larger than MAX_ENTRY, nested deeper than the parser recurses, a number of thousands of digits) is
-        passed over without being held, and comes back as an `Unreadable` naming why."""
+        (larger than MAX_ENTRY, weighing more than MAX_CONTAINERS, nested deeper than the parser recurses, a number of
+        thousands of digits) is passed over without being held, and comes back as an `Unreadable` naming why."""
         self.skip_space()
+        weight: _Weight | None = None
         while True:
             try:
                 doc, end = _DECODER.raw_decode(self.buf, self.i)
@@ -149,10 +199,12 @@ class _Text:
                     held = len(self.buf) - self.i
                     if held > MAX_ENTRY:
                         return self.skip(f"larger than {MAX_ENTRY >> 20} MiB")
-                    weight = 4 * self.buf.count("{", self.i) + self.buf.count("[", self.i)  # an object: 4 arrays
-                    if weight > MAX_CONTAINERS:
-                        return self.skip(f"more than {MAX_CONTAINERS:,} arrays (an object counting as 4)")
-                    room = min(MAX_ENTRY + 1 - held, 2 * (MAX_CONTAINERS - weight))  # a container takes 2 chars
+                    weight = weight or _Weight()
+                    weight.add(self.buf, self.i)
+                    if weight.total() > MAX_CONTAINERS:
+                        many = "arrays" if weight.containers() > MAX_CONTAINERS else "values and keys"
+                        return self.skip(f"more than {MAX_CONTAINERS:,} {many} (an object counting as 4)")
+                    room = min(MAX_ENTRY + 1 - held, 2 * (MAX_CONTAINERS - weight.total()))  # a value: 2 chars
                     self.want = max(CHUNK, min(self.want * 2, 64 * CHUNK, room))
                     if self.more():
                         continue
