@@ -513,4 +513,3 @@ def test_a_record_with_a_byte_string_version_key_cannot_hang_the_reader() -> Non
         "print('done')\n"
     )
     finishes_within(code, 10, "reading a record with two version keys")
-
