@@ -37,8 +37,9 @@ def holds_a_record(data: bytes) -> bool:
 
 def resync(mm: FileBytes | InMemory, offset: int, size: int) -> int | None:
     """Where the next whole flow record starts after damage at `offset`. A record whose length prefix alone is
-    damaged is walked entry by entry to its end (`_walked`): what follows it, or itself if digits before its payload
-    still give its length; the records a body holds (an upload of a capture) are not taken for records of the file.
+    damaged is walked entry by entry to its end (`_walked`): the record that ends there if one starts after the
+    damage, else what follows it; the records a damaged record's body holds (an upload of a capture) are not taken
+    for records of the file (`_holding`, `_near_claim`).
     Otherwise: mitmproxy ends every record with its `version` (`7:version;2:21#}`); from such an ending, the
     record's start is the one length prefix before it that announces exactly that length. None when no whole record
     follows."""
@@ -52,15 +53,12 @@ def resync(mm: FileBytes | InMemory, offset: int, size: int) -> int | None:
     at = offset
     while (v := mm.find(b"7:version;", at + 1, size)) >= 0 and budget[0] > 0:
         at = v
-        try:
-            _vs, ve, vt = head(mm, v + 10, size)
-            if vt != INT or mm[ve + 1] != DICT:
-                continue
-        except (Bad, ValueError, IndexError):
+        end = _version_end(mm, v, size)
+        if end is None:
             continue
-        begin = start_of(mm, offset, ve + 1, budget)
+        begin = start_of(mm, offset, end, budget)
         if begin is not None:
-            outer = _holding(mm, offset, begin, ve + 1, size, budget)
+            outer = _holding(mm, offset, begin, end, size, budget)
             begin = outer if outer is not None else begin
             if near is not None and begin < near and not _chains_to(mm, begin, near, size):
                 return near  # what was found lies inside the damaged record, which ends where its length says
@@ -84,12 +82,8 @@ def _near_claim(mm: FileBytes | InMemory, offset: int, size: int) -> int | None:
     at = max(colon, claim - SLACK - 20)
     while (v := mm.find(b"7:version;", at, min(size, claim + SLACK))) >= 0:
         at = v + 1
-        try:
-            _vs, ve, vt = head(mm, v + 10, size)
-        except (Bad, ValueError):
-            continue
-        stop = ve + 1
-        if vt != INT or abs(stop - claim) > SLACK or stop >= size or mm[stop] != DICT:
+        stop = _version_end(mm, v, size)
+        if stop is None or abs(stop - claim) > SLACK:
             continue
         if head_at(mm, stop + 1, size) and (best is None or abs(stop - claim) < abs(best - 1 - claim)):
             best = stop + 1
@@ -103,12 +97,11 @@ def _chains_to(mm: FileBytes | InMemory, at: int, target: int, size: int) -> boo
     while at < target:
         if at > limit:
             return True
-        colon = mm.find(b":", at, at + 21)
-        digits = mm[at:colon] if colon > at else b""
-        if not digits.isdigit():
+        try:
+            _start, stop, tag = head(mm, at, size)
+        except (Bad, ValueError):
             return False
-        stop = colon + 1 + int(digits)
-        if stop >= size or mm[stop] != DICT:
+        if tag != DICT:
             return False
         at = stop + 1
     return at == target
@@ -123,12 +116,8 @@ def _holding(mm: FileBytes | InMemory, offset: int, begin: int, end: int, size: 
         budget[0] -= 1
         if budget[0] <= 0:
             return None
-        first = max(offset + 1, colon - 20)
-        before = mm[first:colon]
-        run = len(before)
-        while run > 0 and 48 <= before[run - 1] <= 57:  # ASCII digits
-            run -= 1
-        for k in range(len(before) - run, 0, -1):  # the longest digits first: the earliest start
+        before = mm[max(offset + 1, colon - 20) : colon]
+        for k in range(_digits(before), 0, -1):  # the longest digits first: the earliest start
             stop = colon + 1 + int(before[-k:])
             if end < stop < size and mm[stop] == DICT and _ends_as_flow(mm, stop, size):
                 return colon - k
@@ -138,10 +127,24 @@ def _holding(mm: FileBytes | InMemory, offset: int, begin: int, end: int, size: 
 def _ends_as_flow(mm: FileBytes | InMemory, stop: int, size: int) -> bool:
     """Whether the `}` at `stop` ends a flow record: after its `version` (`7:version;2:21#}`)."""
     at = mm.rfind(b"7:version;", max(0, stop - 40), stop)
+    return at >= 0 and _version_end(mm, at, size) == stop
+
+
+def _version_end(mm: FileBytes | InMemory, at: int, size: int) -> int | None:
+    """Where the `}` is that ends a record after the `7:version;` at `at` and its integer value; None if none does."""
     try:
-        return at >= 0 and head(mm, at + 10, size)[1:] == (stop - 1, INT)
-    except (Bad, ValueError):
-        return False
+        _vs, ve, vt = head(mm, at + 10, size)
+        return ve + 1 if vt == INT and ve + 1 < size and mm[ve + 1] == DICT else None
+    except (Bad, ValueError, IndexError):
+        return None
+
+
+def _digits(before: bytes) -> int:
+    """How many ASCII digits `before` ends with."""
+    run = len(before)
+    while run > 0 and 48 <= before[run - 1] <= 57:
+        run -= 1
+    return len(before) - run
 
 
 def _walked(mm: FileBytes | InMemory, offset: int, size: int, budget: list[int]) -> int | None:
@@ -185,10 +188,7 @@ def start_of(mm: FileBytes | InMemory, after: int, end: int, budget: list[int]) 
                 return None
             first = max(after + 1, colon - 20)  # the (at most 20) bytes before the colon
             before = data[first - base : at] if first >= base else mm[first:colon]
-            run = len(before)
-            while run > 0 and 48 <= before[run - 1] <= 57:  # ASCII digits
-                run -= 1
-            for k in range(len(before) - run, 0, -1):  # the digits, maybe preceded by others: the longest that fits
+            for k in range(_digits(before), 0, -1):  # the digits, maybe preceded by others: the longest that fits
                 if int(before[-k:]) == end - colon - 1:
                     return colon - k
         colon = lo
