@@ -31,7 +31,7 @@ from .a2a.exchange import HttpExchange
 from .addon.flows import DEFAULT_MAX_BODY, PREFIX, exchange_from_state
 from .capturefile import FileBytes, Shrank, opened
 from .flowstate import BadRecord, checked
-from .flowsync import head_at, resync
+from .flowsync import ending_at, head_at, resync
 from .tnetview import BYTES, DICT, INT, LIST, NULL, TAGS, Bad, TooLarge
 from .tnetview import fields as _fields
 from .tnetview import head as _head
@@ -264,10 +264,10 @@ def _records(
             if skipped is None:
                 raise Damaged(offset, _why(e)) from e
             # a record cut short and written after (`-w +file` after a kill): its prefix claims bytes of the next
-            # record, and its end lands inside it (on a value that is not a dict, or with no record head after it):
-            # read on from the next whole record
+            # records, and its end lands inside one (on a value that is not a dict, or with no record head after
+            # it), or exactly where one ends (records chained to there are read): read on from the next whole record
             framed = tag == DICT and head_at(fb, stop + 1, size)
-            resume = None if framed else resync(fb, offset, size)
+            resume = ending_at(fb, offset, stop + 1) if framed else resync(fb, offset, size)
             if resume is not None and resume <= stop:
                 skipped(
                     offset, f"{_why(e)}: bytes {offset}-{resume} are not records; reading resumed at the next record"

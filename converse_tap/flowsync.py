@@ -38,8 +38,9 @@ def holds_a_record(data: bytes) -> bool:
 def resync(mm: FileBytes | InMemory, offset: int, size: int) -> int | None:
     """Where the next whole flow record starts after damage at `offset`. A record whose length prefix alone is
     damaged is walked entry by entry to its end (`_walked`): the record that ends there if one starts after the
-    damage, else what follows it; the records a damaged record's body holds (an upload of a capture) are not taken
-    for records of the file (`_holding`, `_near_claim`).
+    damage (or the first of the records chained to it, which the walk jumped over), else what follows it; the
+    records a damaged record's body holds (an upload of a capture) are not taken for records of the file
+    (`_holding`, `_near_claim`), unless records chain exactly to where its length says it ends (it was cut short).
     Otherwise: mitmproxy ends every record with its `version` (`7:version;2:21#}`); from such an ending, the
     record's start is the one length prefix before it that announces exactly that length. None when no whole record
     follows."""
@@ -61,7 +62,13 @@ def resync(mm: FileBytes | InMemory, offset: int, size: int) -> int | None:
             outer = _holding(mm, offset, begin, end, size, budget)
             begin = outer if outer is not None else begin
             if near is not None and begin < near and not _chains_to(mm, begin, near, size):
-                return near  # what was found lies inside the damaged record, which ends where its length says
+                if head(mm, begin, size + 1)[1] >= near:
+                    return begin  # a whole record across `near`: the damaged record does not end there
+                # what was found lies inside the damaged record, which ends where its length says, unless records
+                # end exactly there one after another (it was cut short, and bytes of the next records make up
+                # the difference): then they are the file's
+                back = _chained_back(mm, begin, near, budget)
+                return back if back is not None else near
             return begin
     return None
 
@@ -105,6 +112,22 @@ def _chains_to(mm: FileBytes | InMemory, at: int, target: int, size: int) -> boo
             return False
         at = stop + 1
     return at == target
+
+
+def ending_at(mm: FileBytes | InMemory, offset: int, end: int) -> int | None:
+    """Where, after `offset`, records begin that follow one another to exactly `end`: a damaged record that seems to
+    end at `end` (its length prefix lands on a dict's end followed by a record) was cut short, and the records
+    after the cut are the file's; None when none does."""
+    return _chained_back(mm, offset, end, [RESYNC_BUDGET])
+
+
+def _chained_back(mm: FileBytes | InMemory, after: int, end: int, budget: list[int]) -> int | None:
+    """The first of the records after `after` that follow one another to exactly `end` (each found as the value
+    whose length prefix announces the bytes up to the next); None when no record ends at `end`."""
+    first = None
+    while end > after and mm[end - 1] == DICT and (begin := start_of(mm, after, end - 1, budget)) is not None:
+        first = end = begin
+    return first
 
 
 def _holding(mm: FileBytes | InMemory, offset: int, begin: int, end: int, size: int, budget: list[int]) -> int | None:
@@ -163,7 +186,10 @@ def _walked(mm: FileBytes | InMemory, offset: int, size: int, budget: list[int])
                 if not head_at(mm, pos + 1, size):
                     return None
                 begin = start_of(mm, offset, pos, budget)
-                return begin if begin is not None else pos + 1
+                if begin is None:
+                    return pos + 1
+                back = _chained_back(mm, offset, begin, budget)  # records the walk jumped over
+                return back if back is not None else begin
             _ks, ke, kt = head(mm, pos, size)
             if kt not in KEY_TAGS:
                 return None
