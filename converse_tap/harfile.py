@@ -134,7 +134,8 @@ class _Text:
 
     def __init__(self, f: Any, pos: HarPosition) -> None:
         self.f, self.pos = f, pos
-        self.decoder = codecs.getincrementaldecoder(_encoding(f))("surrogateescape")  # a byte no text: its entry
+        self.encoding = _encoding(f)
+        self.decoder = codecs.getincrementaldecoder(self.encoding)("surrogateescape")  # a byte no text: its entry
         self.buf = ""
         self.i = 0
         self.eof = False
@@ -151,7 +152,8 @@ class _Text:
         try:
             text = self.decoder.decode(data, final=not data)
         except UnicodeDecodeError as e:
-            raise HarError(f"byte {self.pos.offset - len(data) + e.start}", "not UTF-8 text") from e
+            name = self.encoding.upper().removesuffix("-SIG")  # (UTF-8 only at the end: an odd byte of UTF-16/32)
+            raise HarError(f"byte {self.pos.offset - len(data) + e.start}", f"not {name} text") from e
         if not data:
             self.eof = True
         if self.i > CHUNK:

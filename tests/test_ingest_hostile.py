@@ -635,3 +635,16 @@ def test_a_device_is_refused_without_being_opened(monkeypatch: pytest.MonkeyPatc
     with pytest.raises(capturefile.NotRegular) as caught:
         capturefile.open_regular(Path("/dev/null"))
     assert caught.value.what == "a character device" and opened == []
+
+
+@pytest.mark.parametrize(("encoding", "name"), [("utf-16", "UTF-16"), ("utf-32-le", "UTF-32-LE")])
+def test_a_har_in_utf16_or_utf32_cut_inside_a_character_names_its_encoding(
+    tmp_path: Path, encoding: str, name: str
+) -> None:
+    """Cut one byte short of a whole character, the file's last bytes are no text of the encoding it was read in:
+    the error names that encoding (it said "not UTF-8 text" whatever the file's), and the entries before it are kept."""
+    text = '{"log": {"entries": [' + json.dumps(_har_entry("é")) + ", " + json.dumps(_har_entry("x")) + "]}}"
+    (tmp_path / "x.har").write_bytes(text.encode(encoding)[:-1])
+    result = ingest([tmp_path / "x.har"], tmp_path / "out", TextPolicy())
+    assert result.exchanges == 2
+    assert [e.reason for e in result.errors] == [f"not {name} text"], result.errors
