@@ -268,7 +268,7 @@ def _records(
             # it), or exactly where one ends (records chained to there are read): read on from the next whole record
             framed = tag == DICT and head_at(fb, stop + 1, size)
             resume = ending_at(fb, offset, stop + 1) if framed else resync(fb, offset, size)
-            if resume is not None and resume <= stop:
+            if resume is not None and offset < resume <= stop:  # (always forward)
                 skipped(
                     offset, f"{_why(e)}: bytes {offset}-{resume} are not records; reading resumed at the next record"
                 )
