@@ -41,8 +41,9 @@ REPLY_KEY = "coalesce(message_id, 'sighting:' || exchange_id || ':' || seq)"
 FIRST_SK = SORT_KEY.format(ts="first_seen", pos="first_pos")  # a reply's first sighting as one sort key
 
 
-# One pass over the agent messages: per distinct message, whether any sighting carried the envelope (adoption),
-# and of its sightings with the envelope the first (time and position) and the last (position).
+# One pass over the agent messages: per distinct message (its agent and id: another agent's message with the same
+# id is another reply), whether any sighting carried the envelope (adoption), and of its sightings with the
+# envelope the first (time and position) and the last (position).
 def keys_sql(part: int = 0, parts: int = 1) -> str:
     """The keys above, or those of one hash partition of them (`hash` is DuckDB's, on the engine that
     partitions): every sighting of a key lands in the same partition, so the partitions' keys are the keys."""
@@ -52,7 +53,7 @@ SELECT bool_or(coalesce(has_envelope, false)) AS carried,
        min(ts) FILTER (WHERE has_envelope) AS first_seen,
        (min({SORT_KEY.format(ts="ts", pos="pos")}) FILTER (WHERE has_envelope) & {_LOW64})::BIGINT AS first_pos,
        (max({SORT_KEY.format(ts="ts", pos="pos")}) FILTER (WHERE has_envelope) & {_LOW64})::BIGINT AS last_pos
-FROM sightings{where} GROUP BY {REPLY_KEY}
+FROM sightings{where} GROUP BY agent, {REPLY_KEY}
 """
 
 

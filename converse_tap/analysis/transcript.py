@@ -8,6 +8,7 @@ values of its last; a reply's envelope is the `replies` view's row, so a transcr
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,21 @@ from .drill import plain, pylist
 from .engine import CONVERSATION_KEY, Engine
 
 TRANSCRIPT_SCHEMA = "converse-tap-transcript/1"
+_HASHED = re.compile(r"sha256:[0-9a-f]{64}")  # text a dataset recorded with `--text hash` holds
+
+# Whose a message is, as the `replies` view has it: the agent's when it is seen in a response and not in the
+# user's role (a reply, an artifact, an agent message of a task's history), else the client's (a request's message,
+# whatever role it claims; a user message a task's history repeats). A message is one per conversation, agent,
+# side and id: a client message reusing a reply's id, or another agent's reply with the same id, is a message of
+# its own and changes nothing of the reply's.
+_SIDE = "CASE WHEN direction = 'response' AND role IS DISTINCT FROM 'user' THEN 'agent' ELSE 'client' END"
 
 _MESSAGES = f"""
-SELECT m.* EXCLUDE (exchange_order, seq_order), e.trace_id, e.span_id FROM (
+SELECT m.* EXCLUDE (exchange_order, seq_order, agent_key), e.trace_id, e.span_id FROM (
 SELECT {CONVERSATION_KEY} AS conversation,
        coalesce(message_id, 'sighting:' || exchange_id || ':' || seq) AS key,
+       {_SIDE} AS side,
+       agent AS agent_key,
        min(ts) AS first_at,
        first(exchange_id ORDER BY ts, seq) AS exchange_id,
        min(exchange_id) AS exchange_order,
@@ -39,7 +50,7 @@ SELECT {CONVERSATION_KEY} AS conversation,
        last(part_kinds ORDER BY ts, seq) AS part_kinds,
        count(*) AS sightings
 FROM messages WHERE {CONVERSATION_KEY} IN (SELECT unnest($1::VARCHAR[]))
-GROUP BY 1, 2
+GROUP BY 1, 2, 3, 4
 ) m LEFT JOIN (
     SELECT exchange_id, any_value(trace_id) AS trace_id, any_value(span_id) AS span_id FROM exchanges
     GROUP BY exchange_id
@@ -96,8 +107,8 @@ def transcripts(engine: Engine, conversations: list[str], text: str = "keep") ->
     of_these = engine.con.sql(
         "SELECT * FROM replies WHERE conversation IN (SELECT unnest($1::VARCHAR[]))", params=[conversations]
     )
-    replies: dict[tuple[str, str], dict[str, Any]] = {
-        (r["conversation"], r["reply_key"]): r for r in pylist(of_these.to_arrow_table())
+    replies: dict[tuple[str, str | None, str], dict[str, Any]] = {
+        (r["conversation"], r["agent"], r["reply_key"]): r for r in pylist(of_these.to_arrow_table())
     }
     policy = _hasher(engine.root, text)
     rows: dict[str, list[dict[str, Any]]] = {}
@@ -108,14 +119,17 @@ def transcripts(engine: Engine, conversations: list[str], text: str = "keep") ->
 
 
 def _transcript(
-    conversation: str, rows: list[dict[str, Any]], replies: dict[tuple[str, str], dict[str, Any]], policy: TextPolicy
+    conversation: str,
+    rows: list[dict[str, Any]],
+    replies: dict[tuple[str, str | None, str], dict[str, Any]],
+    policy: TextPolicy,
 ) -> dict[str, Any]:
     messages, owner, n_replies = [], None, 0
     for row in rows:
         body = row["text"]
-        if policy.mode == "hash" and body is not None and not body.startswith("sha256:"):
+        if policy.mode == "hash" and body is not None and not _HASHED.fullmatch(body):  # (stored hashed: as is)
             body = policy.apply(body)
-        reply = replies.get((conversation, row["key"]))
+        reply = replies.get((conversation, row["agent"], row["key"])) if row["side"] == "agent" else None
         message: dict[str, Any] = {
             "message_id": row["message_id"],
             "kind": row["kind"],
@@ -222,7 +236,8 @@ def envelope_lines(env: dict[str, Any]) -> list[str]:
 
 
 def transcript_text(t: dict[str, Any]) -> str:
-    """A transcript for reading: a header, then each message with its envelope indented below it."""
+    """A transcript for reading: a header, then each message (further lines of its text marked `    | `) with its
+    envelope indented below it."""
     lines = [
         safe_line(
             f"conversation {t['conversation']}  agent {', '.join(t['agents']) or '–'}  {len(t['messages'])} "
@@ -238,8 +253,9 @@ def transcript_text(t: dict[str, Any]) -> str:
             who = "artifact" + (f" {m['artifact_name']}" if m.get("artifact_name") else "")
         at = m["at"] or ""  # ISO 8601: milliseconds when it has a fraction (isoformat leaves out .000000)
         when = (at[:19] + (at[19:23] if at[19:20] == "." else "")).replace("T", " ")
-        # the text keeps its line breaks (indented under its message); nothing else from the wire may break a line
-        body = safe_text(m["text"]).replace("\n", "\n    ") if m["text"] is not None else "(no text)"
+        # the text keeps its line breaks, each further line marked as the text's (`    | `), so that no line of it
+        # reads as an envelope or trace line; nothing else from the wire may break a line
+        body = safe_text(m["text"]).replace("\n", "\n    | ") if m["text"] is not None else "(no text)"
         lines.append(f"{safe_line(f'[{when}] {who}')}: {body}")
         if m.get("trace_id"):
             lines.append(safe_line(f"    trace {m['trace_id']} span {m['span_id']}"))
