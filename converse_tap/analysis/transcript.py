@@ -7,7 +7,6 @@ values of its last; a reply's envelope is the `replies` view's row, so a transcr
 
 from __future__ import annotations
 
-import difflib
 import re
 from pathlib import Path
 from typing import Any
@@ -60,27 +59,28 @@ ORDER BY m.conversation, m.first_at NULLS LAST, m.exchange_order, m.seq_order
 
 
 class UnknownConversation(LookupError):
-    def __init__(self, conversation: str, close: list[str]) -> None:
+    """No conversation has that id, and it is no unique prefix of one: `close` names some that are like it (when
+    `several`, conversations it starts, of which there is more than one)."""
+
+    def __init__(self, conversation: str, close: list[str], several: bool = False) -> None:
         self.conversation, self.close = conversation, close
-        hint = f"; did you mean {', '.join(safe_line(c) for c in close)}?" if close else ""
+        named = ", ".join(safe_line(c) for c in close)
+        if several:
+            super().__init__(f"{safe_line(conversation)!r} starts several conversations ({named}, …): give more of it")
+            return
+        hint = f"; did you mean {named}?" if close else ""
         super().__init__(f"no conversation {conversation!r} in the dataset{hint}")
 
 
 def close_matches(engine: Engine, conversation: str, n: int = 5) -> list[str]:
-    """Conversation ids like the one given: sharing its start, or close in spelling."""
-    prefix = conversation[:8]
-    candidates = [
-        r[0]
-        for r in engine.con.execute(
-            f"""SELECT DISTINCT {CONVERSATION_KEY} AS c FROM messages
-                WHERE starts_with({CONVERSATION_KEY}, ?) OR contains({CONVERSATION_KEY}, ?) LIMIT 50""",
-            [prefix, conversation],
-        ).fetchall()
-    ]
-    if len(candidates) < n:
-        every = [r[0] for r in engine.con.sql(f"SELECT DISTINCT {CONVERSATION_KEY} FROM messages").fetchall()]
-        candidates += [c for c in difflib.get_close_matches(conversation, every, n, 0.5) if c not in candidates]
-    return candidates[:n]
+    """The `n` conversation ids closest in spelling to the one given (edit distance of their first 256
+    characters; ties in order), among all of the dataset's."""
+    rows = engine.con.execute(
+        f"""SELECT c FROM (SELECT DISTINCT {CONVERSATION_KEY} AS c FROM messages) WHERE c IS NOT NULL
+            ORDER BY levenshtein(left(c, 256), left(?, 256)), c LIMIT {int(n)}""",
+        [conversation],
+    ).fetchall()
+    return [r[0] for r in rows]
 
 
 def _hasher(root: str, mode: str) -> TextPolicy:
@@ -94,9 +94,27 @@ def transcript(engine: Engine, conversation: str, text: str = "keep") -> dict[st
     time, text (hashed with the dataset's salt under text="hash") and, for a reply, its envelope. Raises
     UnknownConversation (with close matches) when no message belongs to it. Needs the named views."""
     found = transcripts(engine, [conversation], text)
-    if conversation not in found:
-        raise UnknownConversation(conversation, close_matches(engine, conversation))
-    return found[conversation]
+    if conversation in found:
+        return found[conversation]
+    starting = _starting_with(engine, conversation.rstrip("…"))  # an id as examples clip it, or any unique prefix
+    if len(starting) == 1:
+        return transcripts(engine, starting, text)[starting[0]]
+    if starting:
+        raise UnknownConversation(conversation, starting, several=True)
+    raise UnknownConversation(conversation, close_matches(engine, conversation))
+
+
+def _starting_with(engine: Engine, prefix: str, n: int = 5) -> list[str]:
+    """Up to `n` conversation ids that start with `prefix` (none for an empty one), in order: exactly one means
+    the prefix names it."""
+    if not prefix:
+        return []
+    rows = engine.con.execute(
+        f"""SELECT DISTINCT {CONVERSATION_KEY} AS c FROM messages WHERE starts_with({CONVERSATION_KEY}, ?)
+            ORDER BY c LIMIT {int(n)}""",
+        [prefix],
+    ).fetchall()
+    return [r[0] for r in rows]
 
 
 def transcripts(engine: Engine, conversations: list[str], text: str = "keep") -> dict[str, dict[str, Any]]:
