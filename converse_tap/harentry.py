@@ -16,6 +16,7 @@ import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
+from urllib.parse import urlsplit
 
 from mitmproxy import http
 from mitmproxy.io import har
@@ -100,6 +101,7 @@ def exchange(
             {**entry, "request": {**entry["request"], "url": _PLACEHOLDER}, "time": total or 0.0}
         )
     else:
+        _default_port(flow, url)
         url = None
     flow.id = fid
     if not fit.responded:
@@ -256,6 +258,19 @@ _VERSIONS = {
     **dict.fromkeys(("http/2", "http/2.0", "h2", "h2c", "2", "2.0"), "HTTP/2.0"),
     **dict.fromkeys(("http/3", "http/3.0", "h3", "3", "3.0"), "HTTP/3"),
 }
+
+
+def _default_port(flow: http.HTTPFlow, url: str | None) -> None:
+    """A ws:// or wss:// URL without a port is on its scheme's default port (mitmproxy's importer gives every
+    scheme but https port 80: `wss://agent.test/x` was read as `wss://agent.test:80/x`, another address)."""
+    scheme = flow.request.scheme
+    if scheme in ("ws", "wss") and isinstance(url, str):
+        try:
+            explicit = urlsplit(url.strip()).port
+        except ValueError:
+            return
+        if explicit is None:
+            flow.request.port = 443 if scheme == "wss" else 80
 
 
 def _http_versions(flow: http.HTTPFlow, entry: dict[str, Any], anomalies: list[str]) -> None:

@@ -199,3 +199,19 @@ def test_any_field_of_any_type_costs_at_most_that_field(changes: list[tuple[str,
         harentry.exchange(entry)
     except ValueError as e:
         assert str(e) in ("request.method missing", "request.url missing")
+
+
+@pytest.mark.parametrize(
+    ("url", "address"),
+    [
+        ("wss://agent.test/a2a", "wss://agent.test:443/a2a"),
+        ("ws://agent.test/a2a", "ws://agent.test:80/a2a"),
+        ("wss://agent.test:8443/a2a", "wss://agent.test:8443/a2a"),
+        ("https://agent.test/a2a", "https://agent.test/a2a"),
+    ],
+)
+def test_a_websocket_url_without_a_port_is_on_its_schemes_default_port(url: str, address: str) -> None:
+    """mitmproxy's importer gives every scheme but https port 80: `wss://agent.test/x` was another address."""
+    entry = _entry()
+    entry["request"]["url"] = url
+    assert harentry.exchange(entry).url == address
