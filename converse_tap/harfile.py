@@ -30,7 +30,6 @@ class Unreadable:
     reason: str
 
 
-_IN_STRING = re.compile(r'["\\]')
 _OUTSIDE = re.compile(r'["\[\]{}]|[^"\[\]{}\s,:]+')
 _FLAT = re.compile(r'(?:[^"\[\]{}]++|\[[^"\[\]{}]*+\]|\{[^"\[\]{}]*+\})*+')
 _BARE = re.compile(r'[^"\[\]{}\s,:]*')
@@ -239,24 +238,25 @@ class _Text:
         while True:
             if depth > 0 and not in_string:  # text and flat arrays or objects: passed in one step
                 self.i = _FLAT.match(self.buf, self.i).end()  # type: ignore[union-attr]
-            m = (_IN_STRING if in_string else _OUTSIDE).search(self.buf, self.i)
+            if in_string:  # to the closing quote, escapes and all, at C speed
+                at = _STRING_REST.match(self.buf, self.i).end()  # type: ignore[union-attr]
+                if at >= len(self.buf) or self.buf[at] == "\\":  # it goes on (maybe after a `\`) in text to come
+                    self.i = at
+                    if not self.more():
+                        raise self.error("Unterminated string")
+                    continue
+                self.i, in_string = at + 1, False
+                if depth <= 0:
+                    return Unreadable(why)
+                continue
+            m = _OUTSIDE.search(self.buf, self.i)
             if m is None:
                 self.i = len(self.buf)
                 if not self.more():
                     raise self.error("Unterminated value")
                 continue
             c = m.group()
-            if in_string:
-                if c == "\\":
-                    if m.end() >= len(self.buf):  # the escaped character is in the text still to come
-                        self.i = m.start()
-                        if not self.more():
-                            raise self.error("Unterminated string")
-                        continue
-                    self.i = m.end() + 1
-                    continue
-                in_string = False
-            elif c == '"':
+            if c == '"':
                 in_string = True
             elif c in "[{":
                 depth += 1

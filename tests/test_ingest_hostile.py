@@ -244,11 +244,13 @@ def test_an_entry_too_large_is_passed_over_in_bounded_steps_at_any_chunking(
     monkeypatch.setattr(harfile, "MAX_ENTRY", 40)
     tricky = '{"a": "] } \\" \\\\", "b": [1, 2.5e3, true, null, {"c": "[{"}], "d": "' + "x" * 60 + '\\\\"}'
     small = '{"x": 1}'  # not an entry: reported on its own, after the skipped one
-    path = _har(tmp_path / "x.har", tricky, small, "1" * 5000)
+    escapes = '"' + 'y\\\\\\"' * 30 + '"'  # a string of escaped backslashes and quotes, cut anywhere
+    path = _har(tmp_path / "x.har", tricky, small, escapes, small, "1" * 5000)
     entries = list(harfile.entries(path))
     assert entries[0] == harfile.Unreadable("larger than 0 MiB")
-    assert entries[1] == {"x": 1}
-    assert isinstance(entries[2], harfile.Unreadable) and len(entries) == 3
+    assert entries[1] == entries[3] == {"x": 1}
+    assert entries[2] == harfile.Unreadable("larger than 0 MiB")
+    assert isinstance(entries[4], harfile.Unreadable) and len(entries) == 5
 
 
 def test_har_entries_near_and_past_the_entry_limit_stay_within_the_memory_bound(tmp_path: Path) -> None:
