@@ -146,21 +146,19 @@ def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
                 }
             )
     if not interfaces and _str(card.get("url")):  # v0.3 shape
-        interfaces.append(
-            {
-                "url": card["url"],
-                "binding": _str(card.get("preferredTransport")) or "JSONRPC",
-                "protocol_version": _str(card.get("protocolVersion")),
-            }
-        )
+        # an interface is a url and transport pair: the main one, and each additional one not already listed
+        # (the spec says the list SHOULD repeat the main pair; one URL may serve several transports)
+        main = (card["url"], _str(card.get("preferredTransport")) or "JSONRPC")
+        seen: set[tuple[str | None, str | None]] = {main}
+        interfaces.append({"url": main[0], "binding": main[1], "protocol_version": _str(card.get("protocolVersion"))})
         for itf in _items(card.get("additionalInterfaces"), "additionalInterfaces", anomalies):
-            if isinstance(itf, dict) and _str(itf.get("url")) != card["url"]:
+            if not isinstance(itf, dict):
+                continue
+            pair = (_str(itf.get("url")), _str(itf.get("transport")))
+            if pair not in seen:
+                seen.add(pair)
                 interfaces.append(
-                    {
-                        "url": _str(itf.get("url")),
-                        "binding": _str(itf.get("transport")),
-                        "protocol_version": _str(card.get("protocolVersion")),
-                    }
+                    {"url": pair[0], "binding": pair[1], "protocol_version": _str(card.get("protocolVersion"))}
                 )
     out["interfaces"] = interfaces
 

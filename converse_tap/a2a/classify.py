@@ -8,9 +8,10 @@ from typing import Any
 from urllib.parse import unquote
 
 from . import fastjson, urls
-from .constants import CARD_METHOD, JSONRPC_V03_METHODS, JSONRPC_V1_METHODS, STREAMING_METHODS
+from .constants import CARD_METHOD, JSONRPC_V03_METHODS, JSONRPC_V1_METHODS, PUSH_CONFIG_METHODS, STREAMING_METHODS
 from .envelope import clip
 from .headers import Headers
+from .objects import get
 
 
 @dataclass(slots=True)
@@ -22,6 +23,7 @@ class A2ARequest:
     agent_url: str
     params: Any = None  # JSON-RPC params or REST body, parsed
     jsonrpc_id: str | None = None
+    rpc_id: Any = None  # the JSON-RPC id as sent (a string or a number), which the response must repeat
     task_id: str | None = None  # from the path or params
     certain: bool = True  # False: a generic path that the response must confirm as A2A
     anomalies: list[str] = field(default_factory=list)
@@ -33,6 +35,11 @@ class A2ARequest:
 
 _CARD_PATH = re.compile(r"^(?P<base>.*?)/\.well-known/(?:agent-card|agent)\.json$")
 _CARD_ENDS = ("/agent-card.json", "/agent.json")
+# Task ids are opaque and may hold `:` (`/tasks/task:42`): the last `:segment` of a task's path is its verb only
+# when it is a known one (`:cancel`, `:subscribe`, `:resubscribe`, also written `%3A`, as a router that decodes
+# the path reads it), else it is part of the id. `_NO_VERB` ends the id of a route without a verb.
+_VERBS = ("cancel", "subscribe", "resubscribe")
+_NO_VERB = "".join(f"(?<!:{v})(?<!%3[Aa]{v})" for v in _VERBS)
 # (pattern, verbs, operation, certain, (endings, or a part the path's tail must hold)). Order matters: the specific
 # before the generic. Every route's fixed part lies in the last four segments of a path (`_tail`), and a path
 # that ends otherwise is not matched at all: the patterns cost about 10 ns per character each, so a 64 KiB path
@@ -61,7 +68,7 @@ _REST_ROUTES: list[tuple[re.Pattern[str], frozenset[str], str, bool, tuple[str, 
         (":subscribe", ":resubscribe"),
     ),
     (
-        re.compile(r"^(?P<base>.*?)/tasks/(?P<task>[^/:]+)/pushNotificationConfigs(?:/(?P<cfg>[^/]+))?$"),
+        re.compile(r"^(?P<base>.*?)/tasks/(?P<task>[^/]+)/pushNotificationConfigs(?:/(?P<cfg>[^/]+))?$"),
         frozenset({"POST", "GET", "DELETE"}),
         "PushNotificationConfig",
         True,
@@ -74,7 +81,13 @@ _REST_ROUTES: list[tuple[re.Pattern[str], frozenset[str], str, bool, tuple[str, 
         True,
         ("/extendedAgentCard",),
     ),
-    (re.compile(r"^(?P<base>.*?)/tasks/(?P<task>[^/:]+)$"), frozenset({"GET"}), "GetTask", False, ("*/tasks/",)),
+    (
+        re.compile(rf"^(?P<base>.*?)/tasks/(?P<task>[^/]+){_NO_VERB}$"),
+        frozenset({"GET"}),
+        "GetTask",
+        False,
+        ("*/tasks/",),
+    ),
     (re.compile(r"^(?P<base>.*?)/tasks$"), frozenset({"GET"}), "ListTasks", False, ("/tasks",)),
     (re.compile(r"^(?P<base>.*?)/v1/card$"), frozenset({"GET"}), "GetExtendedAgentCard", False, ("/v1/card",)),
 ]
@@ -235,6 +248,8 @@ def classify(
         if dialect == "v0.3" and base.endswith("/v1"):
             base = base[:-3]
         task = m.groupdict().get("task")
+        if task and "%" in task and not notes:  # the id the agent reads (a path routed decoded is decoded already)
+            task = unquote(task)
         sure = certain or _has_a2a_headers(headers)
         return A2ARequest(
             "rest",
@@ -328,6 +343,18 @@ def _looks_v03(params: Any) -> bool:
     )
 
 
+def params_task_id(operation: str, dialect: str, params: Any) -> str | None:
+    """The task a call's params name. That is `id`, except in the push-config calls of v1.0 (all four) and in
+    v0.3's `tasks/pushNotificationConfig/set`: they name it `taskId`, and a v1.0 `id` is the config's."""
+    if not isinstance(params, dict):
+        return None
+    by_task_id = operation in PUSH_CONFIG_METHODS and (
+        dialect != "v0.3" or operation == "CreateTaskPushNotificationConfig"
+    )
+    tid = get(params, "taskId") if by_task_id else params.get("id")
+    return tid if isinstance(tid, str) and tid else None
+
+
 def _classify_jsonrpc(url: str, headers: Headers, doc: Any) -> A2ARequest | None:
     anomalies: list[str] = []
     if isinstance(doc, list):  # a JSON-RPC batch: A2A defines none; classify by its first call
@@ -349,10 +376,6 @@ def _classify_jsonrpc(url: str, headers: Headers, doc: Any) -> A2ARequest | None
         anomalies.append(f"jsonrpc_version:{clip(doc.get('jsonrpc'))}")
     rid = doc.get("id")
     params = doc.get("params")
-    task_id = None
-    if isinstance(params, dict):
-        tid = params.get("id") if canonical != "CreateTaskPushNotificationConfig" else params.get("taskId")
-        task_id = tid if isinstance(tid, str) and tid else None
     return A2ARequest(
         "jsonrpc",
         canonical,
@@ -361,6 +384,7 @@ def _classify_jsonrpc(url: str, headers: Headers, doc: Any) -> A2ARequest | None
         url,
         params=params,
         jsonrpc_id=None if rid is None else str(rid),
-        task_id=task_id,
+        rpc_id=rid,
+        task_id=params_task_id(canonical, dialect, params),
         anomalies=anomalies,
     )

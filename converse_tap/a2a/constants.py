@@ -34,6 +34,20 @@ JSONRPC_V03_METHODS = {
     "agent/getAuthenticatedExtendedCard": "GetExtendedAgentCard",
     "agent/authenticatedExtendedCard": "GetExtendedAgentCard",
 }
+PUSH_CONFIG_METHODS = frozenset(
+    {
+        "CreateTaskPushNotificationConfig",
+        "GetTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs",
+        "DeleteTaskPushNotificationConfig",
+    }
+)
+# v0.3 JSON-RPC results whose schema shape is no object: `tasks/pushNotificationConfig/delete` answers null and
+# `.../list` an array of TaskPushNotificationConfig (v1.0 answers `{}` and `{configs, nextPageToken}`)
+V03_NON_OBJECT_RESULTS: dict[str, tuple[type, ...]] = {
+    "DeleteTaskPushNotificationConfig": (type(None),),
+    "ListTaskPushNotificationConfigs": (list,),
+}
 STREAMING_METHODS = frozenset({"SendStreamingMessage", "SubscribeToTask"})
 CARD_METHOD = "GetAgentCard"  # the well-known card fetch; not a JSON-RPC method, named for the exchanges table
 

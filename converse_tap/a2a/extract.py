@@ -394,7 +394,7 @@ def _finish(out: Extraction, walk: Walk, req: A2ARequest, confirmed: bool, redac
         row["anomalies"].append(f"messages_not_recorded_past:{MAX_SIGHTINGS}:{walk.skipped}")
     if len(row["anomalies"]) > MAX_ANOMALIES:
         row["anomalies"] = _sample(row["anomalies"])
-    row["context_id"] = walk.context_id or row["context_id"]
+    row["context_id"] = row["context_id"] or walk.context_id  # the request message's, else the response's
     row["task_id"] = walk.task_id or row["task_id"]
     row["task_state"] = walk.task_state
     responses = [m for m in out.messages if m["direction"] == "response"]

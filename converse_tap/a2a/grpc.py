@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from . import urls
-from .classify import A2ARequest
+from .classify import A2ARequest, params_task_id
 from .constants import CONVERSE_URI, JSONRPC_V1_METHODS
 from .envelope import clip
 from .exchange import HttpExchange
@@ -194,7 +194,7 @@ def classify_grpc(url: str, headers: Headers, body: bytes | None, max_message: i
         dialect,
         f"{origin}/{tenant}" if isinstance(tenant, str) and tenant else origin,
         params=params,
-        task_id=_task_id(canonical, fields),
+        task_id=_task_id(canonical, dialect, fields),
         anomalies=anomalies,
     )
 
@@ -209,10 +209,10 @@ def _frame_doc(
     return how(dialect, method, direction, frame.data)
 
 
-def _task_id(operation: str, params: Any) -> str | None:
+def _task_id(operation: str, dialect: str, params: Any) -> str | None:
     if not isinstance(params, dict):
         return None
-    tid = params.get("taskId") if operation == "CreateTaskPushNotificationConfig" else params.get("id")
+    tid = params_task_id(operation, dialect, params)  # v1.0: `id`, or a push-config call's `taskId`
     if not tid and isinstance(params.get("name"), str):  # v0.3: "tasks/{id}[/pushNotificationConfigs/…]"
         segments = params["name"].split("/")
         tid = segments[1] if len(segments) > 1 and segments[0] == "tasks" else None

@@ -9,7 +9,7 @@ from typing import Any
 
 from .card import card_fields
 from .classify import A2ARequest
-from .constants import CARD_METHOD, JSONRPC_V03_METHODS, JSONRPC_V1_METHODS, TASK_STATES
+from .constants import CARD_METHOD, JSONRPC_V03_METHODS, JSONRPC_V1_METHODS, TASK_STATES, V03_NON_OBJECT_RESULTS
 from .envelope import empty_envelope, find_envelope, flatten_envelope
 from .exchange import HttpExchange
 from .objects import Sighting, Walk, extensions_of, get, normalise_role, part_kind, parts_of, text_of, walk_result
@@ -85,15 +85,12 @@ class Ctx:
             if not isinstance(doc, dict):
                 row["anomalies"].append(f"jsonrpc_response_not_object{':' + where if where else ''}")
                 return False
-            if (
-                req.jsonrpc_id is not None
-                and "id" in doc
-                and doc["id"] is not None
-                and str(doc["id"]) != req.jsonrpc_id
-            ):
+            got = doc.get("id")
+            if req.jsonrpc_id is not None and got is not None and not same_rpc_id(req.rpc_id, req.jsonrpc_id, got):
                 row["anomalies"].append("jsonrpc_id_mismatch")
-            if "error" in doc or error_event:
-                self._error(doc.get("error", doc))
+            err = doc.get("error")  # a null `error` is no error (serialisers that keep nil fields send one)
+            if err is not None or error_event:
+                self._error(doc if err is None else err)
                 return True
             if "result" not in doc:
                 row["anomalies"].append(f"jsonrpc_without_result{':' + where if where else ''}")
@@ -102,13 +99,15 @@ class Ctx:
             if req.method == "GetExtendedAgentCard":
                 self._card(result, "extended", ts)
                 return True
+            if req.dialect == "v0.3" and isinstance(result, V03_NON_OBJECT_RESULTS.get(req.method, ())):
+                return True  # a v0.3 result of its schema's shape that is no object (and carries no message)
             before = len(walk.sightings)
             walk_result(result, "result" if event_index is None else f"event[{event_index}].result", walk)
             self._sightings(walk, before, event_index, ts)
             return True
         # REST
         status = self.ex.status or 0
-        if error_event or status >= 400 or (isinstance(doc, dict) and "error" in doc and len(doc) <= 2):
+        if error_event or status >= 400 or _error_body(doc):
             self._error(doc)
             return is_a2a_error(doc)
         if req.method == "GetExtendedAgentCard":
@@ -217,6 +216,29 @@ def id_or_none(value: Any) -> str | None:
     if value is None or value == "":
         return None
     return value if isinstance(value, str) else str(value)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def same_rpc_id(sent: Any, sent_text: str, got: Any) -> bool:
+    """Whether a response's JSON-RPC id is the request's: the same string, or the same number (`1` and `1.0` are
+    one JSON number; `1` and `"1"` are two ids)."""
+    if sent is None:  # the id as sent was not kept: compared as text
+        return str(got) == sent_text
+    if _number(sent) and _number(got):
+        return bool(sent == got)
+    if isinstance(sent, str) or isinstance(got, str):
+        return type(sent) is type(got) and sent == got
+    return str(got) == sent_text  # ids of no JSON-RPC type (objects, arrays, booleans): as text
+
+
+def _error_body(doc: Any) -> bool:
+    """A REST body that is an error object: a non-null `error` and at most one other non-null member."""
+    if not isinstance(doc, dict) or doc.get("error") is None:
+        return False
+    return len(doc) <= 2 or sum(v is not None for v in doc.values()) <= 2
 
 
 def is_a2a_error(doc: Any) -> bool:

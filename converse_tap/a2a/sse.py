@@ -78,6 +78,8 @@ class SseParser:
             self._cr = False
             if chunk[:1] == b"\n":
                 chunk = chunk[1:]
+        if not chunk:  # all of it the LF of a CRLF, or a byte-order mark: no piece of a line to hold
+            return []
         if self.count_only and not self._skipping and b"\r" not in chunk:
             self._count(chunk)
             return []
@@ -221,6 +223,8 @@ class SseParser:
         if self._skipping:
             if self._skip_is_data:
                 self._data_bytes += len(piece)
+            return
+        if not piece:  # held, an empty piece would read as an unfinished line (`pending`)
             return
         self._line.append(piece)
         self._line_bytes += len(piece)

@@ -272,7 +272,8 @@ def test_a_route_written_with_percent_escapes_is_recognised(verb: str, path: str
 
 def test_escapes_that_a_route_already_matches_are_left_as_they_are() -> None:
     req = classify("GET", "http://h/v1/tasks/t%2F1", V1, None)
-    assert req is not None and (req.method, req.task_id, req.anomalies) == ("GetTask", "t%2F1", [])
+    # the route is the raw path's, and the task id the one the agent reads: its path segment decoded
+    assert req is not None and (req.method, req.task_id, req.anomalies) == ("GetTask", "t/1", [])
     req = classify("POST", "http://h/agents/a%20b/message:send", V1, b"{}")
     assert req is not None and (req.agent_url, req.anomalies) == ("http://h/agents/a%20b", [])
 
@@ -305,3 +306,56 @@ def test_routes_matched_on_a_paths_tail_are_those_of_the_whole_path(segments: li
         assert expected is None
     card = _CARD_PATH.match(path)
     assert _match_card(path) == (None if card is None else card["base"])
+
+
+@pytest.mark.parametrize(
+    ("verb", "path", "expected"),
+    [
+        ("GET", "/a/tasks/task:42", ("GetTask", "task:42", [])),
+        ("GET", "/a/tasks/a:b:c", ("GetTask", "a:b:c", [])),
+        ("POST", "/a/tasks/task:42:cancel", ("CancelTask", "task:42", [])),
+        ("GET", "/a/tasks/task:42:subscribe", ("SubscribeToTask", "task:42", [])),
+        ("POST", "/a/tasks/task:42:resubscribe", ("SubscribeToTask", "task:42", [])),
+        ("GET", "/a/tasks/task:42/pushNotificationConfigs", ("ListTaskPushNotificationConfigs", "task:42", [])),
+        ("DELETE", "/a/tasks/t:1/pushNotificationConfigs/c:1", ("DeleteTaskPushNotificationConfig", "t:1", [])),
+        # the verb is the last `:segment` when it is a known one, also written %3A (routers read the path decoded)
+        ("GET", "/a/tasks/t-1:cancel", None),
+        ("GET", "/a/tasks/t-1%3Asubscribe", ("SubscribeToTask", "t-1", ["path_percent_encoded"])),
+        ("GET", "/a/tasks/t-1%3acancel", None),
+        # a task id is the path segment decoded, as the agent reads it
+        ("GET", "/a/tasks/t%201", ("GetTask", "t 1", [])),
+        ("POST", "/a/tasks/t%201:cancel", ("CancelTask", "t 1", [])),
+        ("GET", "/a/tasks/t%3A1", ("GetTask", "t:1", [])),
+        ("POST", "/a/tasks/t%25201%3Acancel", ("CancelTask", "t%201", ["path_percent_encoded"])),  # decoded once
+    ],
+)
+def test_task_ids_may_hold_colons_and_the_verb_is_a_known_last_segment(
+    verb: str, path: str, expected: tuple[str, str, list[str]] | None
+) -> None:
+    req = classify(verb, "http://h" + path, V1, b"{}" if verb == "POST" else None)
+    assert (req if req is None else (req.method, req.task_id, req.anomalies)) == expected
+    if req is not None:
+        assert req.agent_url == "http://h/a"
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "task_id"),
+    [
+        ("GetTask", {"id": "t-1"}, "t-1"),
+        # v1.0 push-config calls name the task `taskId`; their `id` is the config's
+        ("CreateTaskPushNotificationConfig", {"taskId": "t-1", "id": "c-1", "url": "https://c.test/h"}, "t-1"),
+        ("GetTaskPushNotificationConfig", {"taskId": "t-1", "id": "c-1"}, "t-1"),
+        ("GetTaskPushNotificationConfig", {"task_id": "t-1", "id": "c-1"}, "t-1"),
+        ("GetTaskPushNotificationConfig", {"id": "c-1"}, None),
+        ("DeleteTaskPushNotificationConfig", {"taskId": "t-1", "id": "c-1"}, "t-1"),
+        ("ListTaskPushNotificationConfigs", {"taskId": "t-1"}, "t-1"),
+        # v0.3: `set` names it `taskId`, get/list/delete `id` (the config is `pushNotificationConfigId`)
+        ("tasks/pushNotificationConfig/set", {"taskId": "t-1", "pushNotificationConfig": {"id": "c-1"}}, "t-1"),
+        ("tasks/pushNotificationConfig/get", {"id": "t-1", "pushNotificationConfigId": "c-1"}, "t-1"),
+        ("tasks/pushNotificationConfig/list", {"id": "t-1"}, "t-1"),
+        ("tasks/pushNotificationConfig/delete", {"id": "t-1", "pushNotificationConfigId": "c-1"}, "t-1"),
+    ],
+)
+def test_the_task_of_a_jsonrpc_call_is_the_one_its_params_name(method: str, params: dict, task_id: str | None) -> None:
+    req = classify("POST", "http://h/", NONE, jsonrpc_request(method, params))
+    assert req is not None and req.task_id == task_id

@@ -380,3 +380,26 @@ def test_a_status_message_and_echoed_extensions_are_redacted() -> None:
     row = out.exchange
     assert row["error_message"] == "token [REDACTED] for https://h.test/x"
     assert "https://ext.test/e?token=[REDACTED]" in row["extensions_echoed"]
+
+
+def test_push_config_calls_are_attributed_to_their_task() -> None:
+    """v1.0 push-config requests name the task `task_id` (their `id` is the config's); v0.3 names it in `name` or
+    `parent` (`tasks/{id}/pushNotificationConfigs/…`)."""
+    calls = [
+        (f"{V1}/GetTaskPushNotificationConfig", pb.GetTaskPushNotificationConfigRequest(task_id="t-1", id="c-1")),
+        (f"{V1}/DeleteTaskPushNotificationConfig", pb.DeleteTaskPushNotificationConfigRequest(task_id="t-1", id="c")),
+        (f"{V1}/ListTaskPushNotificationConfigs", pb.ListTaskPushNotificationConfigsRequest(task_id="t-1")),
+        (f"{V1}/CreateTaskPushNotificationConfig", pb.TaskPushNotificationConfig(task_id="t-1", id="c-1")),
+        (f"{V1}/GetTaskPushNotificationConfig", pb.GetTaskPushNotificationConfigRequest(id="c-1")),
+        (
+            f"{V03}/GetTaskPushNotificationConfig",
+            v03.GetTaskPushNotificationConfigRequest(name="tasks/t-1/pushNotificationConfigs/c-1"),
+        ),
+        (f"{V03}/ListTaskPushNotificationConfig", v03.ListTaskPushNotificationConfigRequest(parent="tasks/t-1")),
+    ]
+    got = []
+    for url, message in calls:
+        req = classify_grpc(url, Headers(GRPC_HEADERS), frame(message.SerializeToString()))
+        assert req is not None and req.anomalies == []
+        got.append(req.task_id)
+    assert got == ["t-1", "t-1", "t-1", "t-1", None, "t-1", "t-1"]

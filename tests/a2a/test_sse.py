@@ -141,3 +141,29 @@ def test_shed_drops_the_event_being_gathered_and_the_stream_goes_on() -> None:
     assert p.feed(b": a comment that is long") == [] and p.held > 0
     p.shed()  # not a data line: skipped, nothing dispatched for it
     assert p.feed(b" still\ndata: after\n\n")[0].data == "after"
+
+
+@given(
+    cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=30),
+    sep=st.sampled_from(["\n", "\r\n", "\r"]),
+    bom=st.booleans(),
+)
+def test_a_whole_stream_leaves_nothing_pending_whatever_the_chunking(cuts: list[int], sep: str, bom: bool) -> None:
+    """`pending` (a stream cut here was cut mid-event) is False once every event is in, however the bytes came:
+    a chunk that is only the LF of a CRLF, or only a byte-order mark, holds no piece of a line."""
+    body = (b"\xef\xbb\xbf" if bom else b"") + _body(sep)
+    parser = SseParser()
+    points = sorted({c % (len(body) + 1) for c in cuts})
+    last, n = 0, 0
+    for p in [*points, len(body)]:
+        n += len(parser.feed(body[last:p]))
+        last = p
+    assert (n, parser.pending) == (len(EVENTS), False)
+
+
+def test_a_chunk_that_is_the_lf_of_a_crlf_or_a_bom_holds_nothing() -> None:
+    parser = SseParser()
+    assert parser.feed(b"\xef\xbb\xbf") == [] and not parser.pending
+    assert parser.feed(b"data: x\r\n\r") != [] and not parser.pending
+    assert parser.feed(b"\n") == [] and not parser.pending
+    assert parser.feed(b"data: y") == [] and parser.pending  # an unfinished line is still pending
