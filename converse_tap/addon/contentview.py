@@ -95,8 +95,8 @@ def render(doc: Any, label: str) -> list[str]:
         msg = params.get("message") if isinstance(params, dict) else None
         doc = {"message": msg} if isinstance(msg, dict) else None
     elif isinstance(doc, dict) and ("result" in doc or "error" in doc) and "jsonrpc" in doc:
-        if "error" in doc:
-            err = doc["error"] if isinstance(doc["error"], dict) else {}
+        if doc.get("error") is not None or "result" not in doc:  # a null `error` beside a result is no error
+            err = doc["error"] if isinstance(doc.get("error"), dict) else {}
             return [f"{label}: JSON-RPC error {err.get('code')} {err.get('message', '')}".rstrip()]
         doc = doc["result"]
     elif isinstance(doc, dict) and isinstance(doc.get("error"), dict):

@@ -43,3 +43,15 @@ def test_a_document_of_millions_of_values_is_not_parsed_by_the_view() -> None:
 def _metadata() -> contentviews.Metadata:
     flow = a2a_flow(response=b"{}")
     return contentviews.Metadata(flow=flow, http_message=flow.response, content_type="application/json")
+
+
+def test_a_success_with_a_null_error_is_shown_as_its_result() -> None:
+    """Serialisers that keep nil fields send `"error": null` beside the result: the reply, not an error."""
+    import json
+
+    doc = json.loads(jsonrpc_result({"message": agent_message("m1", text="hello")}))
+    doc["error"] = None
+    text = _shown(json.dumps(doc).encode()).text
+    assert "JSON-RPC error" not in text and "hello" in text, text
+    doc["error"], doc["result"] = {"code": -32001, "message": "Task not found"}, None
+    assert "JSON-RPC error -32001 Task not found" in _shown(json.dumps(doc).encode()).text
