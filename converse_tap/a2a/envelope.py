@@ -167,8 +167,10 @@ def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
         out["pending_input"] = slots
         if slots is not None:
             out["pending_required_open"] = sum(1 for s in slots if s["required"])
-            if slots and out["routine_status"] != "waiting_for_input":
-                anomalies.append(f"pending_input_not_waiting:{clip(out['routine_status'])}")
+            # the spec lists open slots under any status (an active routine's next step, an abandoned one's last
+            # question); only a completed routine cannot still be waiting for required input
+            if out["pending_required_open"] and out["routine_status"] == "completed":
+                anomalies.append("pending_input_not_waiting:completed")
         if out["routine_name"] is None and out["routine_tool_name"] is None:
             anomalies.append("missing:routine.name")
 

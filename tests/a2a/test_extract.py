@@ -362,9 +362,26 @@ def test_wrong_types_become_anomalies_not_crashes() -> None:
         "wrong_type:answerCoverage=str",
         "wrong_type:ownership.suppressed=str",
         "wrong_type:routine.pendingInput[]=str",
-        "pending_input_not_waiting:active",
         "wrong_type:citations=dict",
     }
+
+
+@pytest.mark.parametrize(
+    ("status", "required", "flagged"),
+    [
+        ("waiting_for_input", True, False),
+        ("active", True, False),  # the spec lists open slots under any status
+        ("waiting_for_approval", True, False),
+        ("abandoned", True, False),  # the slot it was abandoned at: the report's abandoned-at figure
+        ("completed", False, False),
+        ("completed", True, True),  # a completed routine cannot still wait for required input
+    ],
+)
+def test_open_slots_are_an_anomaly_only_for_a_completed_routine(status: str, required: bool, flagged: bool) -> None:
+    env = {"routine": {"name": "r", "status": status, "pendingInput": [{"key": "k", "required": required}]}}
+    r = replies(run(a2a_flow(response=jsonrpc_result({"message": agent_message(env=env)}))))[0]
+    assert ("pending_input_not_waiting:completed" in r["anomalies"]) is flagged, r["anomalies"]
+    assert not [a for a in r["anomalies"] if a.startswith("pending_input_not_waiting:") and not flagged]
 
 
 def test_envelope_not_an_object() -> None:
