@@ -329,3 +329,25 @@ def test_transcript_times_read_the_same_with_or_without_a_fraction() -> None:
         {**t, "messages": [message("1999-12-31T23:00:00+00:00"), message("2026-01-02T03:04:05.678901+00:00")]}
     )
     assert "[1999-12-31 23:00:00] agent: hi" in text and "[2026-01-02 03:04:05.678] agent: hi" in text
+
+
+VALUES = [None, "answered", "(none)", '"(none)"', "(x", 'a"b', "\\(", "a/b", "a\\/b", "", "é\x1b"]
+
+
+def test_keys_are_one_per_value_and_sql_builds_them_as_python_does() -> None:
+    import duckdb
+
+    from converse_tap.analysis.drill import ABANDONED_KEY, value_key_sql
+    from converse_tap.analysis.metrics import value_key
+    from converse_tap.analysis.tables import abandoned_key
+
+    keys = [value_key(v) for v in VALUES]
+    assert len(set(keys)) == len(VALUES) and keys[0] == "(none)" and keys[1] == "answered"
+    con = duckdb.connect()
+    for v, k in zip(VALUES, keys, strict=True):
+        assert con.execute(f"SELECT {value_key_sql('x')} FROM (SELECT ?::VARCHAR AS x)", [v]).fetchone() == (k,)
+    pairs = [(r, s) for r in VALUES[1:] for s in VALUES[1:]]
+    assert len({abandoned_key(r, s) for r, s in pairs}) == len(pairs)
+    for r, s in pairs:
+        got = con.execute(f"SELECT {ABANDONED_KEY} FROM (SELECT ?::VARCHAR AS routine, ?::VARCHAR AS slot) i", [r, s])
+        assert got.fetchone() == (abandoned_key(r, s),)

@@ -113,3 +113,29 @@ def test_headless_chromium_renders_examples_and_opens_a_transcript(page: Path, c
     other = anchor("c1")
     assert re.search(rf'<details id="{other}" class="tr">', dom.stdout)  # the others stay closed
     print(f"screenshots: {shots['report']} {shots['opened']}")
+
+
+def test_one_long_value_costs_the_html_and_markdown_reports_a_bounded_part(tmp_path: Path) -> None:
+    from tests.test_output_hunt import ANSWERED, UNANSWERED, _flow, _write
+
+    reason = "R" * 300_000
+    root = _write(
+        tmp_path / "d",
+        [
+            _flow("m1", {"answerCoverage": {**UNANSWERED, "reason": reason}}, 0, ctx="c1", text="T" * 300_000),
+            _flow("m2", {"answerCoverage": ANSWERED}, 1, ctx="c2"),
+        ],
+    )
+    sizes = {}
+    for fmt in ("html", "markdown"):
+        out = tmp_path / f"r.{fmt}"
+        args = ["report", str(root), "--format", fmt, "--examples", "3", "-o", str(out)]
+        assert CliRunner().invoke(cli, args).exit_code == 0
+        text = out.read_text()
+        sizes[fmt] = len(text) - (text.count(reason) * len(reason))  # what the page holds besides the data island
+        assert "R" * 1000 + "…" not in text and "…" in text
+    page, island = (tmp_path / "r.html").read_text().split('id="report-data">', 1)
+    assert reason not in page and reason in island  # whole in the data island only (the report's JSON)
+    html = page + island
+    assert "more characters: converse-tap show prints the whole text" in html
+    assert max(sizes.values()) < 60_000, sizes

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from converse_tap.textsafe import is_terminal_safe
+from converse_tap.textsafe import is_terminal_safe, shell_word, xml_safe
 from tests.analysis.hostile import TERMINAL, build_hostile
 from tests.cli_helpers import invoke
 
@@ -105,3 +106,18 @@ def _strings(value: object) -> list[str]:
     if isinstance(value, list):
         return [s for v in value for s in _strings(v)]
     return []
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize(
+    "value", ["c1;touch${IFS}/tmp/x", "it's `id` $(id)", "ctx\x9b2J\u202e\x1b[31m", "a\\b\nc\U000e0069", "plain-1", "é"]
+)
+def test_a_suggested_command_word_reads_back_as_the_value_in_a_shell(value: str) -> None:
+    word = shell_word(value)
+    assert is_terminal_safe(word)
+    done = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, check=True)
+    assert done.stdout.decode("utf-8", "surrogateescape") == value
+
+
+def test_junit_xml_writes_what_a_terminal_would_act_on_as_character_references() -> None:
+    assert xml_safe("<a b='\u202e'>\x9b\u200b</a>") == "<a b='&#x202e;'>&#x9b;&#x200b;</a>"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import unicodedata
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -20,6 +21,9 @@ from tests.factories import a2a_flow, agent_message, envelope, jsonrpc_result
 UNSAFE = [chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)]]
 UNSAFE += ["\u061c", "\u200e", "\u200f", "\u2028", "\u2029", *map(chr, range(0x202A, 0x202F))]
 UNSAFE += [*map(chr, range(0x2066, 0x206A)), "\ud800", "\udfff"]
+# invisible: every format character (Cf: zero-width space and joiners, word joiner, BOM, soft hyphen, tags, ...)
+FORMAT = [chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Cf"]
+UNSAFE += [*FORMAT, "\\"]  # and the backslash, doubled so that an escape is never the same as its spelling
 
 
 def test_every_unsafe_character_becomes_a_visible_escape() -> None:
@@ -28,6 +32,13 @@ def test_every_unsafe_character_becomes_a_visible_escape() -> None:
         assert out.startswith("a\\") and out.endswith("b") and is_terminal_safe(out), repr(ch)
     assert safe_line("\x1b[2J\x07\r\n\t\x9b1m\u202e") == "\\x1b[2J\\x07\\r\\n\\t\\x9b1m\\u202e"
     assert safe_text("one\ttwo\nthree\r\x1b") == "one\ttwo\nthree\\r\\x1b"  # layout kept, CR is not
+
+
+def test_invisible_characters_and_escapes_spelled_out_are_told_apart() -> None:
+    assert all(safe_line(ch).startswith("\\") for ch in FORMAT), "a format character of this Unicode is not escaped"
+    assert safe_line("book\u200b_table \U000e0069 \xad\ufeff") == "book\\u200b_table \\U000e0069 \\xad\\ufeff"
+    assert safe_line("lit\x1b[2J") != safe_line("lit\\x1b[2J") == "lit\\\\x1b[2J"
+    assert safe_text("a\\b\x1b", backslash=False) == "a\\b\\x1b"  # for text whose values were escaped already
 
 
 @given(st.text())

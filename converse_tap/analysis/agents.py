@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from ..textsafe import safe_line
+from .drill import plain
 from .engine import DEFAULT_MEMORY_LIMIT, Engine
 from .load import Frames, Window
 from .metrics import latest_cards
@@ -61,8 +62,8 @@ def agents_overview(frames: Frames, calls: dict[str, int] | None = None) -> list
                 schema = _schema(t["input_schema_json"])
                 tools.append(
                     {
-                        "tool": t["tool_name"],
-                        "description": t["description"],
+                        "tool": _text(t["tool_name"]),
+                        "description": _text(t["description"]),
                         "required": list(t["required_fields"] if t["required_fields"] is not None else []),
                         "input_schema": schema,
                     }
@@ -70,13 +71,13 @@ def agents_overview(frames: Frames, calls: dict[str, int] | None = None) -> list
             entry["cards"].append(
                 {
                     "source": str(card["source"]),
-                    "name": card["name"],
+                    "name": _text(card["name"]),
                     "converse_declared": bool(card["converse_declared"]),
                     "converse_required": None
                     if pd.isna(card["converse_required"])
                     else bool(card["converse_required"]),
-                    "mcp_url": card["mcp_url"],
-                    "mcp_server_card_url": card["mcp_server_card_url"],
+                    "mcp_url": _text(card["mcp_url"]),
+                    "mcp_server_card_url": _text(card["mcp_server_card_url"]),
                     "skills": list(card["skill_ids"] if card["skill_ids"] is not None else []),
                     "tools": tools,
                     "tools_match_skills": None
@@ -116,11 +117,18 @@ def agents_text(overview: list[dict[str, Any]]) -> str:
     return "\n".join(safe_line(line) for line in lines) + "\n"
 
 
+def _text(value: Any) -> str | None:
+    """A text column's value: None when missing (pandas gives NaN for a missing value in some frames)."""
+    return value if isinstance(value, str) else None
+
+
 def _schema(text: str | None) -> Any:
-    """A tool's input schema as recorded; text that is not JSON (a dataset not written by us) is kept as text."""
-    if not text:
+    """A tool's input schema as recorded; text that is not JSON (a dataset not written by us) is kept as text.
+    Numbers JSON has no place for (1e999, NaN: Python reads them as inf and nan) become the strings "Infinity",
+    "-Infinity" and "NaN", as `sql --format json` writes them."""
+    if not isinstance(text, str) or not text:
         return None
     try:
-        return json.loads(text)
+        return plain(json.loads(text))
     except ValueError:
         return text

@@ -16,6 +16,38 @@ def _esc(s: Any) -> str:
     return html.escape(str(s))
 
 
+LABEL = 34  # characters of a bar's label; a longer one is cut in the middle, with "…" (its tooltip is whole)
+TIP = 300  # characters of a value in a tooltip or the legend: one long value cannot bloat the page
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters: a longer one keeps its head and its tail, "…" between them."""
+    if len(text) <= limit:
+        return text
+    tail = (limit - 1) // 3
+    return text[: limit - 1 - tail] + "…" + (text[-tail:] if tail else "")
+
+
+def bar_labels(labels: list[str], limit: int = LABEL) -> list[str]:
+    """Each label clipped (`clip`), and still one per label: two cut to the same text get " #2", " #3", ..."""
+    out = [clip(label, limit) for label in labels]
+    taken = set(out)
+    seen: dict[str, int] = {}
+    for i, short in enumerate(out):
+        if out.count(short) == 1 or short == labels[i]:
+            continue
+        n = seen.get(short, 1)
+        while True:
+            n += 1
+            candidate = clip(labels[i], limit - len(f" #{n}")) + f" #{n}"
+            if candidate not in taken:
+                break
+        seen[short] = n
+        taken.add(candidate)
+        out[i] = candidate
+    return out
+
+
 def _value(v: float, as_share: bool) -> str:
     return f"{v * 100:.1f}%" if as_share else f"{v:g}"
 
@@ -47,9 +79,14 @@ def stacked_bars(
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 90}" height="{height}" '
         f'role="img" aria-label="{_esc(title)}" font-size="12">'
     ]
+    shown_labels = bar_labels([str(label) for label, _ in rows])
     for i, (label, values) in enumerate(rows):
         y = 8 + i * row_h
-        parts.append(f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{_esc(label[:34])}</text>')
+        label = clip(str(label), TIP)
+        parts.append(
+            f"<g><title>{_esc(label)}</title>"
+            f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{_esc(shown_labels[i])}</text></g>'
+        )
         x = float(label_w)
         scale = bar_w if as_share else bar_w / total_max
         for k in keys:
@@ -57,7 +94,7 @@ def stacked_bars(
             w = v * scale
             if w <= 0:
                 continue
-            tip = f"{k}: {_value(v, as_share)}"
+            tip = f"{clip(k, TIP)}: {_value(v, as_share)}"
             parts.append(
                 f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{row_h - 6}" '
                 f'fill="{COLOURS.get(k, "#607d8b")}"><title>{_esc(label)} {_esc(tip)}</title></rect>'
@@ -76,8 +113,9 @@ def stacked_bars(
     lx = label_w
     for k in keys:
         parts.append(f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" fill="{COLOURS.get(k, "#607d8b")}"/>')
-        parts.append(f'<text x="{lx + 14}" y="{ly}">{_esc(k)}</text>')
-        lx += 20 + 8 * len(k)
+        shown = clip(k, LABEL)
+        parts.append(f'<text x="{lx + 14}" y="{ly}">{_esc(shown)}</text>')
+        lx += 20 + 8 * len(shown)
     parts.append("</svg>")
     return f"<figure><figcaption>{_esc(title)}</figcaption>{''.join(parts)}</figure>"
 
@@ -103,6 +141,7 @@ def columns(title: str, points: list[tuple[str, float | None]], as_share: bool =
         if frac:
             parts.append(f'<line x1="40" y1="{y:.1f}" x2="{width}" y2="{y:.1f}" stroke="#eee"/>')
     for i, (label, v) in enumerate(points):
+        label = clip(str(label), LABEL)
         x = 44 + i * w_each
         if v is not None:
             bh = (v / top) * (h - 20)

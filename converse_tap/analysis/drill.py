@@ -271,13 +271,25 @@ def write_json(reader: pa.RecordBatchReader, out: IO[str]) -> int:
 
 # Examples behind a count ---------------------------------------------------------------------------------------
 
+# an abandoned-at key as `tables.abandoned_key` builds it: routine/slot, each with \ and / escaped (no two differ)
+_PART = "replace(replace({}, '\\', '\\\\'), '/', '\\/')"
+ABANDONED_KEY = f"{_PART.format('i.routine')} || '/' || {_PART.format('slot')}"
+
+
+def value_key_sql(column: str) -> str:
+    """`metrics.value_key` in SQL: NONE for NULL, a value starting with ( or " quoted, any other as it is."""
+    quoted = f"""'"' || replace(replace({column}, '\\', '\\\\'), '"', '\\"') || '"'"""
+    return f"""CASE WHEN {column} IS NULL THEN '{NONE}' WHEN left({column}, 1) IN ('(', '"') THEN {quoted}
+                ELSE {column} END"""
+
+
 # per breakdown: the rows it counts, keyed as the report keys them, with the conversation and the reply
 _CANDIDATES = {
-    "coverage": f"""SELECT coalesce(coverage, '{NONE}') AS key, agent, conversation, first_seen AS seen_at, message_id
+    "coverage": f"""SELECT {value_key_sql("coverage")} AS key, agent, conversation, first_seen AS seen_at, message_id
                     FROM turns WHERE coverage_availability = 'assessed'""",
-    "author": """SELECT author AS key, agent, conversation, first_seen AS seen_at, message_id
+    "author": f"""SELECT {value_key_sql("author")} AS key, agent, conversation, first_seen AS seen_at, message_id
                  FROM replies WHERE author IS NOT NULL""",
-    "abandoned_at": f"""SELECT i.routine || '/' || slot AS key, i.agent, i.conversation, i.last_seen AS seen_at,
+    "abandoned_at": f"""SELECT {ABANDONED_KEY} AS key, i.agent, i.conversation, i.last_seen AS seen_at,
                                (SELECT any_value(r.message_id) FROM replies r
                                 WHERE r.conversation = i.conversation AND r.agent IS NOT DISTINCT FROM i.agent
                                   AND r.first_seen IS NOT DISTINCT FROM i.last_seen
@@ -286,7 +298,7 @@ _CANDIDATES = {
                              unnest(CASE WHEN len(i.abandoned_at) = 0 THEN ['{NONE}'] ELSE i.abandoned_at END)
                              AS t(slot)
                         WHERE i.outcome = 'abandoned'""",
-    "invocation": f"""SELECT coalesce(invocation_outcome, '{NONE}') AS key, agent, conversation, first_seen AS seen_at,
+    "invocation": f"""SELECT {value_key_sql("invocation_outcome")} AS key, agent, conversation, first_seen AS seen_at,
                              message_id
                       FROM replies WHERE invocation_outcome IS NOT NULL OR invocation_tool_name IS NOT NULL""",
     "anomaly": f"""SELECT split_part(a, ':', 1) AS key, agent, conversation, seen_at, message_id FROM (

@@ -9,6 +9,7 @@ import hashlib
 import html
 from typing import Any
 
+from .charts import clip
 from .transcript import envelope_lines
 
 CSS = """
@@ -28,6 +29,21 @@ window.addEventListener('hashchange',openTarget);window.addEventListener('DOMCon
 """
 
 
+VALUE = 300  # characters of an id, agent or envelope line shown (cut in the middle with "…" beyond)
+TEXT = 20_000  # characters of a message's text shown; `converse-tap show` prints it whole
+
+
+def _short(text: str, limit: int = VALUE) -> str:
+    return html.escape(clip(text, limit))
+
+
+def _text(text: str) -> str:
+    if len(text) <= TEXT:
+        return html.escape(text)
+    more = f"… ({len(text) - TEXT:,} more characters: converse-tap show prints the whole text)"
+    return html.escape(text[:TEXT]) + f'<i class="when">{html.escape(more)}</i>'
+
+
 def anchor(conversation: str) -> str:
     """A stable element id for a conversation's transcript (ids may hold any character; these are safe)."""
     return "t-" + hashlib.sha256(conversation.encode("utf-8", "surrogatepass")).hexdigest()[:16]
@@ -40,8 +56,8 @@ def examples_cell(count: str, examples: list[dict[str, Any]], label: str) -> str
         when = html.escape((e["at"] or "")[:19].replace("T", " "))
         text = f" <q>{html.escape(e['text'])}</q>" if e["text"] else ""
         items.append(
-            f'<li><a href="#{anchor(e["conversation"])}"><code>{html.escape(e["conversation"])}</code></a> '
-            f'{html.escape(e["agent"] or "–")} <span class="when">{when}</span>{text}</li>'
+            f'<li><a href="#{anchor(e["conversation"])}"><code>{_short(e["conversation"])}</code></a> '
+            f'{_short(e["agent"] or "–")} <span class="when">{when}</span>{text}</li>'
         )
     title = html.escape(f"{len(examples)} example conversation(s) of {label}")
     return (
@@ -57,7 +73,8 @@ def transcripts_section(report: dict[str, Any]) -> str:
         return ""
     parts = ['<section id="transcripts"><h2>Transcripts of the examples</h2>']
     for conversation, t in transcripts.items():
-        head = f"{conversation} — {', '.join(t['agents']) or '–'}, {len(t['messages'])} messages"
+        agents = ", ".join(clip(a, VALUE) for a in t["agents"]) or "–"
+        head = f"{clip(conversation, VALUE)} — {clip(agents, VALUE)}, {len(t['messages'])} messages"
         parts.append(f'<details id="{anchor(conversation)}" class="tr"><summary><code>{html.escape(head)}</code>')
         parts.append(f"</summary>{_messages(t)}</details>")
     parts.append("</section>")
@@ -73,11 +90,11 @@ def _messages(t: dict[str, Any]) -> str:
         if m["kind"] == "artifact":
             who = "artifact"
         when = (m["at"] or "")[11:23]
-        text = html.escape(m["text"]) if m["text"] is not None else "<i>(no text)</i>"
-        env = "".join(f'<div class="env">{html.escape(line)}</div>' for line in envelope_lines(m["envelope"] or {}))
+        text = _text(m["text"]) if m["text"] is not None else "<i>(no text)</i>"
+        env = "".join(f'<div class="env">{_short(line)}</div>' for line in envelope_lines(m["envelope"] or {}))
         role = html.escape(m["role"] or "other")
         out.append(
             f'<div class="msg {role}"><span class="when">{html.escape(when)}</span> '
-            f'<span class="who">{html.escape(who)}:</span> {text}{env}</div>'
+            f'<span class="who">{_short(who)}:</span> {text}{env}</div>'
         )
     return "".join(out)

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from ..textsafe import xml_safe
 from .gate import Outcome
 
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -68,4 +69,6 @@ def junit_xml(
             ]
         failure.text = _safe("\n".join(lines))
     ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    # C1 controls, bidi and other format characters are XML characters, but raw they act on a terminal the file is
+    # printed to: written as character references, the document is the same
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + xml_safe(ET.tostring(root, encoding="unicode")) + "\n"

@@ -45,9 +45,22 @@ def _weights(frame: pd.DataFrame) -> pd.Series:
     return frame["n"] if "n" in frame.columns else pd.Series(1, index=frame.index)
 
 
+def value_key(value: Any) -> str:
+    """The key a counted value is reported under, one per value: `(none)` (NONE) for a missing value; a value from
+    the data that starts like such a placeholder, `(`, or like a quoted value, `"`, is quoted (its `\\` and `"`
+    escaped with a backslash), so that a wire value `(none)` is counted as `"(none)"`, apart from the missing
+    ones (`drill.value_key_sql` builds the same in SQL)."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return NONE
+    text = str(value)
+    if text.startswith(("(", '"')):
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return text
+
+
 def _counts(values: pd.Series, weights: pd.Series, with_ci: bool) -> pd.DataFrame:
     total = int(weights.sum())
-    counts = weights.groupby(values.fillna(NONE).astype(object), sort=False).sum()
+    counts = weights.groupby(values.astype(object).map(value_key), sort=False).sum()
     rows = []
     for value, count in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0]))):
         share, lo, hi = wilson(int(count), total)
@@ -204,8 +217,8 @@ def invocation_outcomes(replies: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["tool", "outcome", "count"])
     frame = pd.DataFrame(
         {
-            "tool": inv["invocation_tool_name"].astype(object).fillna(NONE),
-            "outcome": inv["invocation_outcome"].astype(object).fillna(NONE),
+            "tool": inv["invocation_tool_name"].astype(object).map(value_key),
+            "outcome": inv["invocation_outcome"].astype(object).map(value_key),
             "count": _weights(inv),
         }
     )

@@ -9,10 +9,11 @@ import json
 import os
 import re
 import textwrap
+import unicodedata
 from typing import Any
 
 from ..textsafe import json_safe, safe_line
-from .charts import report_charts
+from .charts import LABEL, clip, report_charts
 from .html_drill import CSS as drill_css
 from .html_drill import SCRIPT as drill_script
 from .html_drill import examples_cell, transcripts_section
@@ -27,25 +28,70 @@ def _numeric(v: str) -> bool:
     return v[:1].isdigit() or v[:1] == "–" or (v[:1] == "-" and v[1:2].isdigit())
 
 
+def columns(text: str) -> int:
+    """Terminal columns `text` takes: an East Asian wide or fullwidth character two, a combining mark none."""
+    if text.isascii():
+        return len(text)
+    return sum(_char_columns(c) for c in text)
+
+
+def _char_columns(c: str) -> int:
+    if c.isascii():
+        return 1
+    if unicodedata.combining(c) or unicodedata.category(c) in ("Mn", "Me"):
+        return 0
+    return 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1
+
+
+def _take(v: str, w: int) -> tuple[str, str]:
+    """The longest head of `v` that fits `w` columns, and the rest."""
+    used = 0
+    for i, c in enumerate(v):
+        used += _char_columns(c)
+        if used > w:
+            return v[:i], v[i:]
+    return v, ""
+
+
 def _clip(v: str, w: int) -> str:
-    return v if len(v) <= w else v[: max(w - 1, 0)] + "…"
+    """`v` in at most `w` columns: cut, with "…" at its end, when it does not fit."""
+    return v if columns(v) <= w else _take(v, max(w - 1, 0))[0] + "…"
+
+
+def _pad(v: str, w: int, right: bool = False) -> str:
+    fill = " " * max(w - columns(v), 0)
+    return fill + v if right else v + fill
+
+
+def _chunks(v: str, w: int) -> list[str]:
+    """`v` cut into pieces of at most `w` columns (at least one character each)."""
+    out = []
+    while v:
+        head, v = _take(v, w)
+        if not head:  # a wide character in a one-column room
+            head, v = v[:1], v[1:]
+        out.append(head)
+    return out or [""]
 
 
 MIN_COLUMN = 8  # a text column is not abbreviated below this (or its natural width, when narrower)
+DOCUMENT_VALUE = 1000  # characters of one value in a Markdown or HTML table, cut with "…" beyond (JSON has it whole)
+CELL_COLUMNS = 120  # a value is cut (with "…") beyond this, terminal or not: one long value cannot widen every row
 
 
 def fit_widths(headers: list[str], cells: list[list[str]], width: int | None) -> list[int] | None:
-    """Column widths: natural when they fit `width` (or when width is None). Else the widest columns narrowed in
-    turn: text columns down to MIN_COLUMN (values abbreviated), numeric ones down to their values, their headers
-    wrapped onto more lines (first at word boundaries, then abbreviated). None when even that does not fit."""
-    natural = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    """Column widths (in terminal columns): natural when they fit `width` (or when width is None). Else the widest
+    columns narrowed in turn: text columns down to MIN_COLUMN (values abbreviated), numeric ones down to their
+    values, their headers wrapped onto more lines (first at word boundaries, then abbreviated). None when even
+    that does not fit."""
+    natural = [max([columns(h)] + [columns(r[i]) for r in cells]) for i, h in enumerate(headers)]
     gaps = 2 * (len(headers) - 1)
     if width is None or sum(natural) + gaps <= width:
         return natural
     k = range(len(headers))
     numeric = [bool(cells) and all(_numeric(r[i]) or not r[i] for r in cells) for i in k]
-    values = [max([1] + [len(r[i]) for r in cells]) for i in k]
-    words = [max([1] + [len(w) for w in h.split()]) for h in headers]
+    values = [max([1] + [columns(r[i]) for r in cells]) for i in k]
+    words = [max([1] + [columns(w) for w in h.split()]) for h in headers]
     widths = list(natural)
     excess = sum(widths) + gaps - width
     for floor in (
@@ -68,22 +114,34 @@ def fit_widths(headers: list[str], cells: list[list[str]], width: int | None) ->
 def _header_rows(headers: list[str], widths: list[int]) -> list[list[str]]:
     """Headers on as many lines as their widths need: wrapped at spaces, a word too long abbreviated."""
     wrapped = [
-        [_clip(part, w) for part in (textwrap.wrap(h, w, break_long_words=False) if len(h) > w else [h]) or [""]]
+        [_clip(part, w) for part in (_words(h, w) if columns(h) > w else [h]) or [""]]
         for h, w in zip(headers, widths, strict=True)
     ]
     depth = max(len(lines) for lines in wrapped)
     return [[lines[n] if n < len(lines) else "" for lines in wrapped] for n in range(depth)]
 
 
+def _words(text: str, w: int) -> list[str]:
+    """`text` wrapped at spaces into lines of at most `w` columns (a longer word on a line of its own)."""
+    lines: list[str] = []
+    for word in text.split():
+        if lines and columns(lines[-1]) + 1 + columns(word) <= w:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
+
+
 def table_lines(
     title: str, headers: list[str], cells: list[list[str]], note: str = "", width: int | None = None
 ) -> list[str]:
-    """A table as text lines. With a width (a terminal's), every line fits it: columns narrowed (values
-    abbreviated with "…", headers wrapped), or, when the columns cannot fit however narrowed, one block of
-    "header  value" lines per row. Without one (piped output) nothing is cut. Every string passes through
-    safe_line: whatever the caller passes, no control character or bidi override reaches a terminal."""
+    """A table as text lines. A value is cut at CELL_COLUMNS (with "…"). With a width (a terminal's), every line
+    fits it: columns narrowed (values abbreviated with "…", headers wrapped), or, when the columns cannot fit
+    however narrowed, one block of "header  value" lines per row. Every string passes through safe_line (once:
+    callers pass the raw text): no control character, bidi override or invisible character reaches a terminal,
+    and widths are counted in terminal columns (a wide character takes two)."""
     title, note, headers = safe_line(title), safe_line(note), [safe_line(h) for h in headers]
-    cells = [[safe_line(c) for c in row] for row in cells]
+    cells = [[_clip(safe_line(c), CELL_COLUMNS) for c in row] for row in cells]
     widths = fit_widths(headers, cells, width)
     out = _wrap(title, width) if title else []
     if widths is None:
@@ -94,7 +152,7 @@ def table_lines(
         parts = []
         for i, v in enumerate(values):
             v = _clip(v, widths[i])
-            parts.append(v.rjust(widths[i]) if _numeric(v) and i else v.ljust(widths[i]))
+            parts.append(_pad(v, widths[i], right=bool(_numeric(v) and i)))
         return "  ".join(parts).rstrip()
 
     out.extend(line(row) for row in _header_rows(headers, widths))
@@ -106,28 +164,29 @@ def table_lines(
 
 
 def _vertical(headers: list[str], cells: list[list[str]], width: int) -> list[str]:
-    label = min(max(len(h) for h in headers), width // 3)
+    label = min(max(columns(h) for h in headers), width // 3)
     out = []
     for n, row in enumerate(cells, 1):
         out.append(_clip(f"-[ {n} ]" + "-" * width, width))
         for h, v in zip(headers, row, strict=True):
-            room = width - label - 2
-            chunks = [v[i : i + room] for i in range(0, len(v), room)] or [""]
-            out.append(f"{_clip(h, label).ljust(label)}  {chunks[0]}".rstrip())
+            chunks = _chunks(v, width - label - 2)
+            out.append(f"{_pad(_clip(h, label), label)}  {chunks[0]}".rstrip())
             out.extend(f"{'':{label}}  {c}".rstrip() for c in chunks[1:])
     return out
 
 
 def _wrap(text: str, width: int | None) -> list[str]:
-    if width is None or len(text) <= width:
+    if width is None or columns(text) <= width:
         return [text]
-    return textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
+    lines = textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
+    return [piece for line in lines for piece in _chunks(line, width)]  # textwrap counts characters, not columns
 
 
 def _text_table(t: Table, width: int | None = None) -> list[str]:
-    """Every value from the data passes through safe_line: no control character or bidi override reaches a terminal."""
-    cells = [[safe_line(_cell(c)) for c in row] for row in t.rows]
-    return table_lines(safe_line(t.title), [safe_line(h) for h in t.headers], cells, safe_line(t.note), width)
+    """Every value from the data passes through safe_line (in table_lines): no control character, bidi override or
+    invisible character reaches a terminal."""
+    cells = [[_cell(c) for c in row] for row in t.rows]
+    return table_lines(t.title, list(t.headers), cells, t.note, width)
 
 
 def to_text(report: dict[str, Any], width: int | None = None) -> str:
@@ -156,17 +215,26 @@ def terminal_width(stream: Any) -> int | None:
 
 
 _MD_BREAKS = re.compile(r"[\r\n\v\f\x85\u2028\u2029]+")
-_MD_SPECIAL = re.compile(r"[\\|`\[\]<>]|&(?=#?[A-Za-z0-9]+;)")
+# backslash-escaped (or, for <, > and &, written as entities): what would make a table break, code span, link,
+# image (no `](` without `[` and `]`), raw HTML or emphasis (`*_~`); and what would make an autolink (GFM's and
+# linkify's: a scheme's `://`, a dot before a domain's next label, the `@` of an address or a mention): an escape
+# splits the text where an autolinker looks for them
+_MD_SPECIAL = re.compile(
+    r"[\\|`\[\]<>*~@]|&(?=#?[A-Za-z0-9]+;)|:(?=//)|\.(?=[^\W\d_])"
+    r"|_(?![^\W_])|(?<![^\W_])_"  # `_` but between letters or digits (snake_case), where it cannot make emphasis
+)
 _MD_REPLACE = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 
 
 def _md_escape(v: Any) -> str:
-    """Inline Markdown text: no table break-out (`|`, line breaks), no code span, link, autolink or raw HTML.
+    """Inline Markdown text: no table break-out (`|`, line breaks), no code span, link, autolink, emphasis or raw
+    HTML: a renderer shows the very text, whatever it is (a URL stays text).
 
     Control characters are shown as escapes (a Markdown file is read in terminals too).
     """
-    s = _MD_BREAKS.sub(" ", _cell(v))
-    return safe_line(_MD_SPECIAL.sub(lambda m: _MD_REPLACE.get(m.group(), "\\" + m.group()), s))
+    s = _MD_BREAKS.sub(" ", clip(_cell(v), DOCUMENT_VALUE))
+    s = safe_line(s)  # first: the backslashes of its escapes are escaped for Markdown in turn
+    return _MD_SPECIAL.sub(lambda m: _MD_REPLACE.get(m.group(), "\\" + m.group()), s)
 
 
 def to_markdown(report: dict[str, Any]) -> str:
@@ -216,8 +284,10 @@ def safe_href(url: str) -> str | None:
 
 
 def _html_value(v: Any) -> str:
-    s = _cell(v)
+    s = clip(_cell(v), DOCUMENT_VALUE)
     if isinstance(v, Link) and (href := safe_href(v.url)) is not None:
+        if s != v.url:  # a URL cut short is no link: its text would not say where it goes
+            return html.escape(s)
         return f'<a href="{html.escape(href, quote=True)}" rel="noopener noreferrer nofollow">{html.escape(s)}</a>'
     return html.escape(s)
 
@@ -231,7 +301,7 @@ def _html_table(t: Table) -> str:
             s = _cell(v)
             cls = ' class="n"' if s[:1].isdigit() or s[:1] == "–" else ""
             if i == t.count_column and t.examples.get(r):  # the count opens the conversations behind it
-                label = " / ".join(_cell(c) for c in row[: t.count_column])
+                label = " / ".join(clip(_cell(c), LABEL) for c in row[: t.count_column])
                 cells.append(f"<td{cls}>{examples_cell(s, t.examples[r], label)}</td>")
                 continue
             cells.append(f"<td{cls}>{_html_value(v)}</td>")

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..textsafe import shell_word
+
 
 @dataclass(frozen=True)
 class Link:
@@ -53,6 +55,13 @@ def num(value: Any) -> str:
     return str(value)
 
 
+def abandoned_key(routine: str, slot: str) -> str:
+    """The key of an abandoned-at row in the report's examples: ROUTINE/SLOT, each with its backslashes doubled
+    and its slashes written `\\/`, so that routine `a/b` and slot `c` are not routine `a` and slot `b/c`
+    (`drill.ABANDONED_KEY` builds the same in SQL)."""
+    return "/".join(v.replace("\\", "\\\\").replace("/", "\\/") for v in (routine, slot))
+
+
 def measured(report: dict[str, Any]) -> bool:
     """Whether the report rests on anything: at least one A2A message sighted in its window."""
     return bool(report["dataset"]["agent_message_sightings"])
@@ -79,7 +88,7 @@ def _drill(
         for e in items
     ]
     if rows:
-        note = f"open one: converse-tap show {report['dataset']['path']} CONVERSATION"
+        note = f"open one: converse-tap show {shell_word(str(report['dataset']['path']))} CONVERSATION"
         headers = [label, "conversation", "agent", "time", "reply"]
         s.tables.append(Table(f"Examples by {label}", headers, rows, note, lists_examples=True))
 
@@ -178,7 +187,7 @@ def report_sections(report: dict[str, Any]) -> list[Section]:
                 [[r["routine"], r["slot"], r["abandoned"]] for r in rout["abandoned_at"]],
             )
         )
-        _drill(s, report, "abandoned_at", "abandoned at", lambda row: f"{row[0]}/{row[1]}", 2)
+        _drill(s, report, "abandoned_at", "abandoned at", lambda row: abandoned_key(row[0], row[1]), 2)
     out.append(s)
 
     s = Section("Invocations")

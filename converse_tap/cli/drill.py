@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..textsafe import json_safe
+from ..textsafe import json_safe, safe_line, shell_word
 from .common import UsageError, _skipped, _window, window_options
 from .guards import DATASET, Dataset, SafeError, check_dataset
 
@@ -201,11 +201,17 @@ def check_examples(
 
 
 def example_lines(dataset: Dataset, found: list[dict[str, Any]]) -> list[str]:
+    """The examples behind a failed threshold, and the command that opens the first, as lines safe to print: every
+    value escaped (`safe_line`), the command's words quoted for a shell (`shell_word`: pasted, it runs that `show`
+    and nothing else, whatever the conversation id holds)."""
     out = [
-        f"    {e['conversation']}  {e['agent'] or '–'}  {(e['at'] or '')[:19]}  {e['key']}"
-        + (f"  “{e['text']}”" if e["text"] else "")
+        safe_line(
+            f"    {e['conversation']}  {e['agent'] or '–'}  {(e['at'] or '')[:19]}  {e['key']}"
+            + (f"  “{e['text']}”" if e["text"] else "")
+        )
         for e in found
     ]
     if found:
-        out.append(f"    open one: converse-tap show {dataset} {found[0]['conversation']}")
+        command = ["converse-tap", "show", str(dataset), str(found[0]["conversation"])]
+        out.append("    open one: " + " ".join(shell_word(w) for w in command))
     return out

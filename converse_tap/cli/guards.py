@@ -19,10 +19,12 @@ if TYPE_CHECKING:
 
 class SafeError(click.ClickException):
     """An error whose message may quote the dataset (agent names, file names, conversation ids): shown with every
-    control character and bidi override as a visible escape, whatever the message holds. Exit 1."""
+    control character, bidi override and invisible character as a visible escape, whatever the message holds.
+    Backslashes are left as they are: the values a message quotes are escaped by `safe_line` where it is built
+    (which doubles theirs, and keeps one value on one line), and are not escaped twice. Exit 1."""
 
     def format_message(self) -> str:
-        return safe_text(self.message)
+        return safe_text(self.message, backslash=False)
 
 
 class UsageError(SafeError):
@@ -82,7 +84,7 @@ def check_source(dataset: Dataset, window: Window, memory_limit: str | None = No
         raise read_error(e, dataset, SafeError) from e
     unknown = [a for a in window.agents if a not in seen]
     if unknown:
-        names = ", ".join(safe_line(repr(a)) for a in unknown)
+        names = ", ".join(f"'{safe_line(a)}'" for a in unknown)
         none = "  (none: it holds no traffic and no agent cards)"
         listed = "\n".join(f"  {safe_line(a)}" for a in seen) if seen else none
         raise UsageError(f"--agent {names}: the dataset {dataset} never saw this agent. The agents it saw:\n{listed}")

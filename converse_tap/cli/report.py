@@ -265,7 +265,7 @@ def check(
             click.echo(safe_line(("ok   " if o.passed else "FAIL ") + verdict(o)))
             if not o.passed:
                 for line in example_lines(dataset, examples.get((o.scope, o.metric), [])):
-                    click.echo(safe_line(line))
+                    click.echo(line)  # escaped already
     if empty:
         what = "; ".join(f"{o.scope}: {o.metric} (0 {o.basis_name})" for o in empty)
         raise UsageError(
@@ -315,4 +315,6 @@ def agents(dataset: Dataset, fmt: str) -> None:
     _skipped(engine.skipped, None)
     for note in journal_notes(engine.journals, dataset):
         click.echo(safe_line(f"note: {note}"), err=True)
-    click.echo(json.dumps(overview, indent=2) if fmt == "json" else agents_text(overview), nl=fmt == "json")
+    click.echo(
+        json.dumps(overview, indent=2, allow_nan=False) if fmt == "json" else agents_text(overview), nl=fmt == "json"
+    )
