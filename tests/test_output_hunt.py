@@ -118,7 +118,6 @@ def test_a_client_cannot_rewrite_an_agents_reply_in_the_transcript(tmp_path: Pat
     assert "I cannot approve refunds." in r.stdout, r.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="an example's reply text is looked up by message id in every message, any role")
 def test_report_examples_show_the_agents_reply_not_a_client_message_with_its_id(tmp_path: Path) -> None:
     root = _write(
         tmp_path / "d",

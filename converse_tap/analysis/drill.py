@@ -322,6 +322,11 @@ def first_words(text: str | None, limit: int = WORDS) -> str:
     return cut + "…"
 
 
+# a reply's text is the agent's (its sightings in responses not in the user's role, as `replies` reads them): not a
+# client message's that reuses its id, nor another agent's reply with the same id
+AGENT_SIDE = "(direction = 'response' AND role IS DISTINCT FROM 'user')"
+
+
 def examples(
     engine: Engine,
     n: int,
@@ -351,10 +356,11 @@ def examples(
                         PARTITION BY key, conversation ORDER BY seen_at DESC NULLS LAST, message_id) = 1),
             picked AS (SELECT * FROM one QUALIFY row_number() OVER (
                         PARTITION BY key ORDER BY seen_at DESC NULLS LAST, conversation) <= {int(n)}),
-            texts AS (SELECT message_id, last(text ORDER BY ts) AS text FROM messages
-                      WHERE message_id IN (SELECT message_id FROM picked) GROUP BY message_id)
+            texts AS (SELECT agent, message_id, last(text ORDER BY {AGENT_SIDE}, ts) AS text FROM messages
+                      WHERE message_id IN (SELECT message_id FROM picked) GROUP BY agent, message_id)
             SELECT picked.key, picked.conversation, picked.agent, picked.seen_at, picked.message_id, texts.text
-            FROM picked LEFT JOIN texts USING (message_id)
+            FROM picked LEFT JOIN texts
+                 ON texts.message_id = picked.message_id AND texts.agent IS NOT DISTINCT FROM picked.agent
             ORDER BY picked.key, picked.seen_at DESC NULLS LAST, picked.conversation"""
         found: dict[str, list[dict[str, Any]]] = {}
         for key, conv, ag, at, mid, text in engine.con.execute(sql, params).fetchall():

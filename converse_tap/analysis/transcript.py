@@ -14,7 +14,7 @@ from typing import Any
 from ..a2a.redact import TextPolicy
 from ..store.files import SALT_FILE, read_small
 from ..textsafe import safe_line, safe_text
-from .drill import plain, pylist
+from .drill import AGENT_SIDE, plain, pylist
 from .engine import CONVERSATION_KEY, Engine
 
 TRANSCRIPT_SCHEMA = "converse-tap-transcript/1"
@@ -25,7 +25,7 @@ _HASHED = re.compile(r"sha256:[0-9a-f]{64}")  # text a dataset recorded with `--
 # whatever role it claims; a user message a task's history repeats). A message is one per conversation, agent,
 # side and id: a client message reusing a reply's id, or another agent's reply with the same id, is a message of
 # its own and changes nothing of the reply's.
-_SIDE = "CASE WHEN direction = 'response' AND role IS DISTINCT FROM 'user' THEN 'agent' ELSE 'client' END"
+_SIDE = f"CASE WHEN {AGENT_SIDE} THEN 'agent' ELSE 'client' END"
 
 _MESSAGES = f"""
 SELECT m.* EXCLUDE (exchange_order, seq_order, agent_key), e.trace_id, e.span_id FROM (
