@@ -166,6 +166,36 @@ def test_a_value_spelled_none_is_not_merged_with_missing_values(tmp_path: Path) 
     assert len(reasons) == 2, reasons  # today {"(none)": {"count": 2, ...}}
 
 
+def test_routine_slot_and_document_spelled_none_are_not_merged_with_missing_ones(tmp_path: Path) -> None:
+    """The report's other keys of counted values: a routine, an abandoned-at slot and a cited document whose name
+    on the wire is `(none)` are counted apart from replies without a routine, a slot without a key and a citation
+    without a document id (and the examples behind each abandoned-at row are its own)."""
+
+    def env(name: str | None, status: str, slot: Any = "k", doc: str | None = "d") -> dict[str, Any]:
+        routine = {"status": status, "pendingInput": [{"key": slot, "required": True}] if slot != "-" else []}
+        if name is not None:
+            routine["name"] = name
+        citation = {"title": "t"} if doc is None else {"documentId": doc, "title": "t"}
+        return {"routine": routine, "citations": [citation]}
+
+    root = _write(
+        tmp_path / "d",
+        [
+            _flow("m1", env("(none)", "waiting_for_input", "(none)", "(none)"), 0, ctx="c1"),
+            _flow("m2", env("(none)", "abandoned", "-"), 1, ctx="c1"),
+            _flow("m3", env("r", "waiting_for_input", None, None), 2, ctx="c2"),
+            _flow("m4", env("r", "abandoned", "-"), 3, ctx="c2"),
+            _flow("m5", {"answerCoverage": ANSWERED}, 4, ctx="c3"),  # no routine
+        ],
+    )
+    report = _report(root, "--by", "routine", "--examples", "3")
+    assert {'"(none)"', "r", "(none)"} <= set(report["groups"]["routine"]), sorted(report["groups"]["routine"])
+    slots = {(r["routine"], r["slot"]): r["abandoned"] for r in report["routines"]["abandoned_at"]}
+    assert slots == {('"(none)"', '"(none)"'): 1, ("r", "(none)"): 1}, slots
+    docs = {r["document_id"]: r["replies"] for r in report["citations"]["most_cited"]}
+    assert docs['"(none)"'] == 1 and docs["(none)"] == 1, docs
+
+
 def test_abandoned_at_examples_belong_to_their_own_row(tmp_path: Path) -> None:
     def status(name: str, st: str, slot: str | None = None) -> dict[str, Any]:
         pending = [{"key": slot, "required": True}] if slot else []

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from ..textsafe import json_safe
 from .engine import CONVERSATION_KEY, DEFAULT_MEMORY_LIMIT, NONE, Engine
+from .facts_sql import value_key_sql
 from .load import Window
 from .sources import _scan_names
 from .views import FACT_VIEWS, STORED_VIEWS, create_named_views
@@ -274,13 +275,6 @@ def write_json(reader: pa.RecordBatchReader, out: IO[str]) -> int:
 # an abandoned-at key as `tables.abandoned_key` builds it: routine/slot, each with \ and / escaped (no two differ)
 _PART = "replace(replace({}, '\\', '\\\\'), '/', '\\/')"
 ABANDONED_KEY = f"{_PART.format('i.routine')} || '/' || {_PART.format('slot')}"
-
-
-def value_key_sql(column: str) -> str:
-    """`metrics.value_key` in SQL: NONE for NULL, a value starting with ( or " quoted, any other as it is."""
-    quoted = f"""'"' || replace(replace({column}, '\\', '\\\\'), '"', '\\"') || '"'"""
-    return f"""CASE WHEN {column} IS NULL THEN '{NONE}' WHEN left({column}, 1) IN ('(', '"') THEN {quoted}
-                ELSE {column} END"""
 
 
 # per breakdown: the rows it counts, keyed as the report keys them, with the conversation and the reply

@@ -83,12 +83,22 @@ GROUP BY agent, {TURN_ID}
 """
 TURNS = f"SELECT r.*, {TURN_ID} AS turn_id FROM replies r SEMI JOIN last_verdicts USING (first_pos)"
 
+
+def value_key_sql(column: str) -> str:
+    """`metrics.value_key` in SQL: NONE for NULL, a value starting with ( or " quoted, any other as it is: a wire
+    value spelled `(none)` is not counted with the missing ones."""
+    quoted = f"""'"' || replace(replace({column}, '\\', '\\\\'), '"', '\\"') || '"'"""
+    return f"""CASE WHEN {column} IS NULL THEN '{NONE}' WHEN left({column}, 1) IN ('(', '"') THEN {quoted}
+                ELSE {column} END"""
+
+
+AGENT = value_key_sql("agent")
 DAY = f"coalesce(strftime(first_seen, '%Y-%m-%d'), '{NONE}')"
 # to count by day, rows are grouped by the date (four bytes) and only the groups' dates are written out as text
 DATE = "first_seen::DATE"
 DATE_TEXT = f"coalesce(strftime(day, '%Y-%m-%d'), '{NONE}') AS day"
-ROUTINE = f"coalesce(routine_name, routine_tool_name, '{NONE}')"
-GROUP_KEYS = {"all": "'all'", "agent": f"coalesce(agent, '{NONE}')", "day": DAY, "routine": ROUTINE}
+ROUTINE = value_key_sql("coalesce(routine_name, routine_tool_name)")
+GROUP_KEYS = {"all": "'all'", "agent": AGENT, "day": DAY, "routine": ROUTINE}
 
 
 # (a hostile dataset can hold rows without an agent or an exchange id: NULL keys are one group, as GROUP BY has them)
@@ -147,14 +157,14 @@ FROM ({conversations_sql(group)}) GROUP BY g
 # routine, author and invocation
 TURN_COUNTS = f"""
 SELECT agent, {DATE_TEXT}, routine, coverage_availability, coverage, coverage_reason, citation_count, n
-FROM (SELECT coalesce(agent, '{NONE}') AS agent, {DATE} AS day, {ROUTINE} AS routine,
+FROM (SELECT {AGENT} AS agent, {DATE} AS day, {ROUTINE} AS routine,
              coverage_availability, coverage, coverage_reason,
              (coalesce(citation_count, 0) > 0)::INTEGER AS citation_count, count(*) AS n
       FROM turns GROUP BY ALL)
 """
 REPLY_COUNTS = f"""
 SELECT agent, {DATE_TEXT}, routine, author, invocation_tool_name, invocation_outcome, n
-FROM (SELECT coalesce(agent, '{NONE}') AS agent, {DATE} AS day, {ROUTINE} AS routine, author,
+FROM (SELECT {AGENT} AS agent, {DATE} AS day, {ROUTINE} AS routine, author,
              invocation_tool_name, invocation_outcome, count(*) AS n
       FROM replies GROUP BY ALL)
 """
@@ -163,7 +173,7 @@ FROM (SELECT coalesce(agent, '{NONE}') AS agent, {DATE} AS day, {ROUTINE} AS rou
 INSTANCES = f"""
 WITH statuses AS (
     SELECT agent, conversation, first_seen, first_pos, routine_tool_name, routine_status, pending_input,
-           coalesce(routine_name, routine_tool_name) AS routine FROM replies
+           {value_key_sql("coalesce(routine_name, routine_tool_name)")} AS routine FROM replies
     WHERE routine_status IS NOT NULL AND coalesce(routine_name, routine_tool_name) IS NOT NULL
 ), paired AS (
     -- one window: the instance is 1 + the terminal statuses before this one; the status before this one is in
@@ -186,7 +196,7 @@ SELECT agent, conversation, routine, instance,
        -- of an abandoned instance: the required slots still pending at the status before the abandonment
        CASE WHEN arg_max(routine_status, sk) = 'abandoned' THEN coalesce(list_transform(
            list_filter(arg_max_null(prev_pending, sk), lambda slot: slot.required),
-           lambda slot: coalesce(slot.key, '{NONE}')), []) END AS abandoned_at
+           lambda slot: {value_key_sql("slot.key")}), []) END AS abandoned_at
 FROM paired
 GROUP BY agent, conversation, routine, instance
 ORDER BY agent, conversation, routine, instance
@@ -195,28 +205,28 @@ ORDER BY agent, conversation, routine, instance
 CITED = f"""
 SELECT agent, {DAY} AS day, {ROUTINE} AS routine, document_id, count(*) AS replies
 FROM (SELECT DISTINCT reply_key, agent, first_seen, routine_name, routine_tool_name,
-             coalesce(c.document_id, '{NONE}') AS document_id
+             {value_key_sql("c.document_id")} AS document_id
       FROM replies, unnest(citations) AS t(c))
 GROUP BY ALL
 """
 
 CITED_TITLES = f"""
-SELECT coalesce(c.document_id, '{NONE}') AS document_id,
+SELECT {value_key_sql("c.document_id")} AS document_id,
        arg_max(c.title, {FIRST_SK}) AS title
 FROM replies, unnest(citations) AS t(c)
 GROUP BY 1
 """
 
-ANOMALIES = f"""
+ANOMALIES = """
 SELECT tbl AS "table", split_part(anomaly, ':', 1) AS code, count(*) AS count, min(anomaly) AS example
 FROM (
-    SELECT DISTINCT 'exchanges' AS tbl, exchange_id AS k, a AS anomaly
+    SELECT DISTINCT 'exchanges' AS tbl, NULL::VARCHAR AS agent, exchange_id AS k, a AS anomaly
     FROM (SELECT * FROM exchanges WHERE len(anomalies) > 0), unnest(anomalies) AS t(a)
     UNION ALL
-    SELECT DISTINCT 'messages', coalesce(message_id, exchange_id || ':' || seq), a
+    SELECT DISTINCT 'messages', agent, coalesce(message_id, exchange_id || ':' || seq), a
     FROM (SELECT * FROM sightings WHERE len(anomalies) > 0), unnest(anomalies) AS t(a)
     UNION ALL
-    SELECT DISTINCT 'agent_cards', coalesce(agent, '{NONE}') || ':' || ts::VARCHAR, a
+    SELECT DISTINCT 'agent_cards', agent, ts::VARCHAR, a
     FROM (SELECT * FROM agent_cards WHERE len(anomalies) > 0), unnest(anomalies) AS t(a)
 )
 WHERE anomaly IS NOT NULL
@@ -230,7 +240,7 @@ ORDER BY count DESC, "table", code
 _OUTCOME = f"CASE WHEN last_status IN ({_TERMINAL}) THEN last_status ELSE 'open' END"
 INSTANCE_KEYS = {
     "all": "'all'",
-    "agent": f"coalesce(agent, '{NONE}')",
+    "agent": AGENT,
     "day": f"coalesce(strftime(started, '%Y-%m-%d'), '{NONE}')",
     "routine": "routine",
 }

@@ -49,7 +49,7 @@ def value_key(value: Any) -> str:
     """The key a counted value is reported under, one per value: `(none)` (NONE) for a missing value; a value from
     the data that starts like such a placeholder, `(`, or like a quoted value, `"`, is quoted (its `\\` and `"`
     escaped with a backslash), so that a wire value `(none)` is counted as `"(none)"`, apart from the missing
-    ones (`drill.value_key_sql` builds the same in SQL)."""
+    ones (`facts_sql.value_key_sql` builds the same in SQL)."""
     if value is None or (not isinstance(value, str) and pd.isna(value)):
         return NONE
     text = str(value)
