@@ -13,7 +13,8 @@ import statistics
 import time
 from collections.abc import Callable
 
-from converse_tap.a2a.classify import classify, maybe_a2a
+from converse_tap.a2a.classify import classify
+from converse_tap.a2a.firstlook import maybe_a2a
 from converse_tap.a2a.headers import Headers
 
 K = 64 * 1024

@@ -233,6 +233,12 @@ def classify(
                 return req
 
     route = _match_route(path, verb)
+    if verb == "POST" and body is None and prefix is None and route is None and _has_a2a_headers(headers):
+        # a call to an A2A agent whose body was never seen (mitmproxy streamed it: `stream_large_bodies`): its
+        # reply is read from the response all the same, and the exchange says why its call is unknown
+        seen = [*notes, "request_not_parsed:not_seen"]
+        version = _version_dialect(headers) or "v1.0"
+        return A2ARequest("jsonrpc", "unknown", "unknown", version, origin + path, anomalies=seen)
     if route is not None:
         i, m, head = route
         _, _, operation, certain, _ = _REST_ROUTES[i]
@@ -312,26 +318,6 @@ def _decoded_route(path: str, verb: str) -> str | None:
         return None
     decoded = unquote(path)
     return decoded if decoded != path and _is_route(decoded, verb) else None
-
-
-def maybe_a2a(method: str, path: str, headers: Headers | Any, body: bytes | None) -> bool:
-    """A cheap first look, for the proxy's hot path: could this request be A2A? False only when `classify` would
-    surely say None; True sends the exchange on to be classified for real. Reads the path, a few headers and at
-    most the first PEEK bytes of the raw body (searched, not parsed or decoded). A JSON body that could hide a
-    call from that look (escaped keys, UTF-16, padding, a late `jsonrpc` key) is sent on too: servers parse
-    it, so an attacker could otherwise talk to the agent unrecorded."""
-    path = path.split("?", 1)[0]
-    verb = method.upper()
-    if verb == "POST" and ".A2AService/" in path:  # gRPC: /a2a.v1.A2AService/SendMessage (body is protobuf)
-        return True
-    if verb == "POST" and body:
-        if body.find(b"jsonrpc", 0, PEEK) >= 0:  # (the search stops at PEEK: no copy of the body is made)
-            return True
-        if headers.get("content-encoding"):  # a compressed body cannot be peeked at: decoded in the worker
-            return True
-        if _has_a2a_headers(headers) or _may_hide_jsonrpc(body, whole=False):
-            return True
-    return _is_route(path, verb) or ("%" in path and _decoded_route(path, verb) is not None)
 
 
 def _looks_v03(params: Any) -> bool:

@@ -30,10 +30,14 @@ _LEN = struct.Struct(">I")
 _IOV_MAX = 512
 _F_SETPIPE_SZ = 1031  # Linux: a larger pipe absorbs bursts without a wake-up per record
 RESTART_BACKOFF = 1.0
-# a record `send(force=True)` queues past a full backlog (a stream's start or end, so that the worker never holds
-# a stream open) is at most this large once pickled; a larger one is bounded like any other, or the request body a
-# stream's start carries would let a flood of them grow the backlog without limit while the worker is behind
+# a record `send` queues past a full backlog (a stream's start or end, so that the worker never holds a stream
+# open) is at most this large once pickled; a larger one is bounded like any other, or the request body a stream's
+# start carries would let a flood of them grow the backlog without limit while the worker is behind
 FORCED_MAX = 64 * 1024
+# and how far such records may take the backlog past its bound: a stream's start (which carries the request body)
+# is dropped past it, and its stream relayed unrecorded and counted, as any record past a full backlog; a stream's
+# end (a few hundred bytes, one per start that got through) always passes
+FORCED_OVERFLOW = 1024 * 1024
 GAP_EVERY = 1.0  # seconds between two notes of lost records sent to the worker (a `capture_gaps` row each)
 
 
@@ -109,10 +113,11 @@ class Channel:
             return proc.wait()
 
     # -- sending -----------------------------------------------------------------------------------------
-    def send(self, record: tuple[Any, ...], force: bool = False) -> bool:
-        """Queue one record; False (and counted) when it had to be dropped. `force`: a record that must not be
-        dropped for the backlog (a stream's start or end), so that the worker never holds a stream open; it
-        passes a full backlog when it is at most FORCED_MAX bytes."""
+    def send(self, record: tuple[Any, ...], force: bool = False, always: bool = False) -> bool:
+        """Queue one record; False (and counted) when it had to be dropped. `force`: a stream's start, which passes
+        a full backlog when it is at most FORCED_MAX bytes and the backlog within FORCED_OVERFLOW past its bound;
+        `always`: a stream's end (at most FORCED_MAX bytes), which passes whatever the backlog, so that the worker
+        never holds open a stream whose start it got."""
         if self._closed:
             return False
         if self._proc is None and not self._restart():  # a dead worker shows as a failed write
@@ -120,7 +125,14 @@ class Channel:
             self._lost("worker_down", 1, 0)
             return False
         data = pickle.dumps(record, protocol=5)
-        if (not force or len(data) > FORCED_MAX) and self._backlog + len(data) + 4 > self.max_backlog:
+        over = self._backlog + len(data) + 4 - self.max_backlog
+        if len(data) > FORCED_MAX:
+            past = over > 0
+        elif always:
+            past = False
+        else:
+            past = over > (FORCED_OVERFLOW if force else 0)
+        if past:
             self.stats.dropped += 1
             self._lost("recorder_backlog_full", 1, len(data))
             if self.stats.dropped == 1 or self.stats.dropped % 10_000 == 0:

@@ -18,7 +18,7 @@ from typing import Any
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.proxy.mode_specs import ReverseMode
 
-from ..a2a.classify import maybe_a2a
+from ..a2a.firstlook import maybe_a2a
 from ..a2a.redact import TEXT_POLICIES, Redaction, install_log_redactor
 from ..store import objstore
 from ..store.files import TextPolicyConflict, check_writable, claim_text_policy, dataset_salt
@@ -301,9 +301,9 @@ class ConverseTap:
                 return
             trailers = resp.trailers.fields if resp is not None and resp.trailers else None
             end = (resp.timestamp_end if resp is not None else None, trailers)
-            if not self.channel.send(("e", flow.id, end, err, tap.lost), force=True):  # past FORCED_MAX
+            if not self.channel.send(("e", flow.id, end, err, tap.lost), always=True):  # past FORCED_MAX
                 short_err = (err[0][:200], err[1]) if err else None  # without trailers: still ends the stream
-                self.channel.send(("e", flow.id, (end[0], None), short_err, True), force=True)
+                self.channel.send(("e", flow.id, (end[0], None), short_err, True), always=True)
             return
         response = None
         if resp is not None:

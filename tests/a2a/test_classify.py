@@ -226,7 +226,7 @@ DISGUISED = {
 def test_a_call_disguised_from_a_first_look_is_recorded(name: str) -> None:
     """Each of these reached the agent and was answered, and the proxy sent none of them to be recorded: an
     attacker could talk to an agent past the recorder by escaping one key."""
-    from converse_tap.a2a.classify import maybe_a2a
+    from converse_tap.a2a.firstlook import maybe_a2a
 
     body, disguised = DISGUISED[name]
     assert json.loads(body)["method"] == "message/send"  # what the agent reads
@@ -243,7 +243,7 @@ def test_a_call_disguised_from_a_first_look_is_recorded(name: str) -> None:
     [b"a=1&b=2", b'{"query": "hello"}', bytes(range(256)) * 100, b"\xff\xd8\xff\xe0" + b"x" * 20_000, b"\x00" * 9],
 )
 def test_other_posts_stay_out_of_the_recorder(body: bytes) -> None:
-    from converse_tap.a2a.classify import maybe_a2a
+    from converse_tap.a2a.firstlook import maybe_a2a
 
     assert not maybe_a2a("POST", "/upload", NONE, body)
     assert classify("POST", "http://h/upload", NONE, body) is None
@@ -262,7 +262,7 @@ def test_other_posts_stay_out_of_the_recorder(body: bytes) -> None:
 def test_a_route_written_with_percent_escapes_is_recognised(verb: str, path: str, method: str) -> None:
     """ASGI servers route on the percent-decoded path: `/v1/message%3Asend` is SendMessage to the agent, and was
     other traffic to the recorder."""
-    from converse_tap.a2a.classify import maybe_a2a
+    from converse_tap.a2a.firstlook import maybe_a2a
 
     assert maybe_a2a(verb, path, NONE, b"x" if verb == "POST" else None)
     req = classify(verb, "http://h" + path, NONE, b'{"message": {"messageId": "m"}}' if verb == "POST" else None)
@@ -359,3 +359,68 @@ def test_task_ids_may_hold_colons_and_the_verb_is_a_known_last_segment(
 def test_the_task_of_a_jsonrpc_call_is_the_one_its_params_name(method: str, params: dict, task_id: str | None) -> None:
     req = classify("POST", "http://h/", NONE, jsonrpc_request(method, params))
     assert req is not None and req.task_id == task_id
+
+
+def test_the_first_look_never_decodes_a_whole_long_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first look runs on the proxy's event loop: an 18 MB path of `%2F` ending in `message:send` was
+    percent-decoded whole there (about 4 s on this machine, every other flow waiting). It decodes at most the
+    path's last characters and sends such a request on: the worker decodes the whole path, off the event loop."""
+    from converse_tap.a2a import classify as c
+    from converse_tap.a2a import firstlook as f
+
+    decoded: list[int] = []
+    real = f.unquote
+    monkeypatch.setattr(f, "unquote", lambda s, *a, **k: decoded.append(len(s)) or real(s, *a, **k))
+    monkeypatch.setattr(c, "unquote", lambda s, *a, **k: decoded.append(len(s)) or real(s, *a, **k))
+    path = "/" + "%2F" * 6_000_000 + "message:send"
+    assert f.maybe_a2a("POST", path, Headers([("content-type", "application/json")]), b"{}")
+    assert decoded and max(decoded) <= c._PROBE, max(decoded)
+    req = c.classify("POST", "http://agent.test" + path, Headers([("content-type", "application/json")]), b"{}")
+    assert req is not None and req.method == "SendMessage" and "path_percent_encoded" in req.anomalies
+
+
+_METHODS = ["message/send", "SendMessage", "tasks/get", "tools/call", "initialize", "notifications/initialized", ""]
+
+
+@given(
+    methods=st.lists(st.sampled_from(_METHODS), min_size=0, max_size=3),
+    nested=st.sampled_from([None, *_METHODS]),
+    escaped=st.booleans(),
+    batch=st.booleans(),
+)
+def test_the_first_look_never_refuses_a_call_classify_takes(
+    methods: list[str], nested: str | None, escaped: bool, batch: bool
+) -> None:
+    """JSON-RPC calls of other protocols (MCP's `tools/call`) are refused by the first look, so that mitmproxy
+    keeps their streamed responses as it would without the addon; any body the agent's JSON parser reads as an A2A
+    call (the last of repeated `method` keys, one written with escapes, a batch) still passes."""
+    from converse_tap.a2a.firstlook import maybe_a2a
+
+    pairs = [("jsonrpc", '"2.0"'), ("id", "1")]
+    pairs += [("\\u006dethod" if escaped and i == 0 else "method", json.dumps(m)) for i, m in enumerate(methods)]
+    if nested is not None:
+        pairs.append(("params", json.dumps({"method": nested, "message": {"messageId": "m", "role": "user"}})))
+    text = "{" + ", ".join(f'"{k}": {v}' for k, v in pairs) + "}"
+    body = (f"[{text}]" if batch else text).encode()
+    req = classify("POST", "http://h/rpc", NONE, body)
+    if req is not None:
+        assert maybe_a2a("POST", "/rpc", NONE, body), body
+    if methods == ["tools/call"] and nested is None and not escaped:
+        assert not maybe_a2a("POST", "/rpc", NONE, body) and req is None
+
+
+def test_a_call_whose_body_was_never_seen_is_recorded_when_its_headers_say_a2a() -> None:
+    """mitmproxy's `stream_large_bodies` hands the hooks a request without its body: with A2A headers it is a
+    call all the same (its reply is read from the response), named as such; without them nothing says it is."""
+    from converse_tap.a2a.firstlook import maybe_a2a
+
+    a2a = Headers([("content-type", "application/json"), ("a2a-version", "1.0")])
+    assert maybe_a2a("POST", "/rpc", a2a, None)
+    req = classify("POST", "http://h/rpc", a2a, None)
+    assert req is not None and (req.binding, req.method, req.anomalies) == (
+        "jsonrpc",
+        "unknown",
+        ["request_not_parsed:not_seen"],
+    )
+    plain = Headers([("content-type", "application/json")])
+    assert not maybe_a2a("POST", "/rpc", plain, None) and classify("POST", "http://h/rpc", plain, None) is None

@@ -273,10 +273,12 @@ def test_forced_records_are_small_or_bounded_by_the_backlog(tmp_path: Path) -> N
     """A stream's start must reach the worker so that its end closes it, so it may pass a full backlog; but it
     carries the request's body (up to converse_tap_max_body): while the worker was behind, a flood of streamed
     requests with large bodies grew the proxy's backlog past its bound without limit. Only records of up to
-    FORCED_MAX bytes pass a full backlog now."""
+    FORCED_MAX bytes pass a full backlog now, and starts only up to FORCED_OVERFLOW past it (a flood of streams
+    with 60 KB bodies while the worker was stopped grew the proxy by one body per stream, without bound); a
+    stream's end always passes."""
     import asyncio
 
-    from converse_tap.addon.channel import FORCED_MAX, Channel
+    from converse_tap.addon.channel import FORCED_OVERFLOW, Channel
 
     config = {
         **{"dir": str(tmp_path / "data"), "text": "keep", "salt": "", "summary": "off"},
@@ -290,19 +292,25 @@ def test_forced_records_are_small_or_bounded_by_the_backlog(tmp_path: Path) -> N
     request = (b"POST", url, b"HTTP/1.1", [], body, len(body), 1.0, None, None, False)
     head = (200, [(b"content-type", b"text/event-stream")], 1.1)
 
-    async def flood() -> tuple[int, int, int]:  # all in one turn of the event loop: nothing is written meanwhile
+    body60 = b"x" * 60_000
+    start60 = (b"POST", url, b"HTTP/1.1", [], body60, len(body60), 1.0, None, None, False)
+
+    async def flood() -> tuple[int, int, int, int, int]:  # all in one turn of the event loop: nothing is written
         while channel.send(("c", "nobody", 1.0, b"y" * 4096)):
             pass
-        small = sum(channel.send(("e", f"s-{i}", (None, None), None, False), force=True) for i in range(100))
+        small = sum(channel.send(("e", f"s-{i}", (None, None), None, False), always=True) for i in range(100))
         large = sum(channel.send(("o", f"o-{i}", request, head), force=True) for i in range(100))
-        return small, large, channel._backlog
+        starts = sum(channel.send(("o", f"m-{i}", start60, head), force=True) for i in range(1_000))
+        ends = sum(channel.send(("e", f"m-{i}", (None, None), None, False), always=True) for i in range(starts))
+        return small, large, starts, ends, channel._backlog
 
     try:
-        small, large, backlog = asyncio.run(flood())
+        small, large, starts, ends, backlog = asyncio.run(flood())
     finally:
         assert channel.close() == 0
     assert small == 100 and large == 0
-    assert backlog <= (1 << 20) + 100 * FORCED_MAX
+    assert 0 < starts <= FORCED_OVERFLOW // 60_000 and ends == starts
+    assert backlog <= (1 << 20) + FORCED_OVERFLOW + (100 + ends) * 200
 
 
 def test_a_stream_whose_start_the_backlog_refuses_is_relayed_and_counted(tap) -> None:
@@ -406,7 +414,7 @@ def test_records_the_proxy_drops_are_written_down_and_reported(tmp_path: Path) -
 
     async def burst() -> int:  # one turn of the event loop: nothing reaches the pipe meanwhile
         sent = sum(channel.send(r) for r in records)
-        channel.send(("e", "nobody", (None, None), None, False), force=True)  # a later record carries the note
+        channel.send(("e", "nobody", (None, None), None, False), always=True)  # a later record carries the note
         return sent
 
     try:

@@ -1,0 +1,57 @@
+"""The proxy's first look at a request, on mitmproxy's event loop: could it be A2A? Cheap, bounded whatever the
+request (a path of megabytes, a body of any size), and conservative: False only when `classify.classify`, which
+the recording worker runs off the event loop, would surely say None."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import unquote
+
+from .classify import _PROBE, PEEK, _has_a2a_headers, _is_route, _may_hide_jsonrpc
+from .constants import JSONRPC_V03_METHODS, JSONRPC_V1_METHODS
+from .headers import Headers
+
+
+def maybe_a2a(method: str, path: str, headers: Headers | Any, body: bytes | None) -> bool:
+    """A cheap first look, for the proxy's hot path: could this request be A2A? False only when `classify` would
+    surely say None; True sends the exchange on to be classified for real. Reads the path, a few headers and at
+    most the first PEEK bytes of the raw body (searched, not parsed or decoded). A JSON body that could hide a
+    call from that look (escaped keys, UTF-16, padding, a late `jsonrpc` key) is sent on too: servers parse
+    it, so an attacker could otherwise talk to the agent unrecorded."""
+    path = path.split("?", 1)[0]
+    verb = method.upper()
+    if verb == "POST" and body is None and _has_a2a_headers(headers):  # a body mitmproxy streams, never seen
+        return True
+    if verb == "POST" and ".A2AService/" in path:  # gRPC: /a2a.v1.A2AService/SendMessage (body is protobuf)
+        return True
+    if verb == "POST" and body:
+        if body.find(b"jsonrpc", 0, PEEK) >= 0:  # (the search stops at PEEK: no copy of the body is made)
+            if _has_a2a_headers(headers) or not _another_protocols_call(body):
+                return True
+        elif (
+            headers.get("content-encoding")  # a compressed body cannot be peeked at: decoded in the worker
+            or _has_a2a_headers(headers)
+            or _may_hide_jsonrpc(body, whole=False)
+        ):
+            return True
+    # (a path whose end decodes to a route is sent on: the whole path, which can be megabytes, is decoded in the
+    # recording worker, never on the proxy's event loop)
+    return _is_route(path, verb) or ("%" in path and _is_route(unquote(path[-_PROBE:]), verb))
+
+
+_METHOD = re.compile(rb'"method"\s*:\s*"([^"\\]{0,200})"')
+
+
+def _another_protocols_call(body: bytes) -> bool:
+    """Whether a JSON-RPC body is surely a call of a method A2A does not have (MCP's `tools/call`, ...), which
+    `classify` refuses without A2A headers: the whole body seen (at most PEEK bytes), `"method"` written once and
+    no escape anywhere (a JSON parser could read another method than this look), its value not an A2A method.
+    Such a flow keeps mitmproxy's own behaviour: no stream callable is given to its response."""
+    if len(body) > PEEK or body.find(b"\\") >= 0 or body.count(b'"method"') != 1:
+        return False
+    m = _METHOD.search(body)
+    if m is None:
+        return False
+    name = m.group(1).decode("utf-8", "replace")
+    return name not in JSONRPC_V1_METHODS and name not in JSONRPC_V03_METHODS
