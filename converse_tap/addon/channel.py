@@ -38,6 +38,7 @@ FORCED_MAX = 64 * 1024
 # is dropped past it, and its stream relayed unrecorded and counted, as any record past a full backlog; a stream's
 # end (a few hundred bytes, one per start that got through) always passes
 FORCED_OVERFLOW = 1024 * 1024
+KILL_AFTER = 10.0  # seconds a worker that outlived `close` has to exit after SIGTERM, then after SIGKILL
 GAP_EVERY = 1.0  # seconds between two notes of lost records sent to the worker (a `capture_gaps` row each)
 
 
@@ -109,8 +110,17 @@ class Channel:
             return proc.wait(timeout)
         except subprocess.TimeoutExpired:
             log.error("converse-tap: the recording worker did not finish within %.0fs; stopping it", timeout)
-            proc.terminate()
-            return proc.wait()
+        # a worker stopped (SIGSTOP) or stuck never acts on SIGTERM: killed after a bounded wait, and given up on
+        # (the proxy exits all the same) if even that is not reaped; `converse-tap recover` completes its journals
+        for stop, wait in ((proc.terminate, KILL_AFTER), (proc.kill, KILL_AFTER)):
+            with contextlib.suppress(OSError):
+                stop()
+            try:
+                return proc.wait(wait)
+            except subprocess.TimeoutExpired:
+                continue
+        log.error("converse-tap: the recording worker (pid %d) could not be stopped; leaving it", proc.pid)
+        return None
 
     # -- sending -----------------------------------------------------------------------------------------
     def send(self, record: tuple[Any, ...], force: bool = False, always: bool = False) -> bool:

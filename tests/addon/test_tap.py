@@ -500,3 +500,28 @@ def test_a_stream_cut_mid_event_is_recorded_alike_live_and_from_a_capture(tap) -
     assert ingested is not None
     row = ingested.exchange
     assert (row["sse_events"], list(row["anomalies"])) == (live["sse_events"], list(live["anomalies"])) == (1, [])
+
+
+def test_close_stops_a_worker_that_is_stopped_or_stuck(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker stopped (SIGSTOP), or stuck in I/O, never acts on SIGTERM: Ctrl-C waited for it forever. It is
+    killed after a bounded wait, and the proxy's close returns."""
+    import os
+    import signal
+    import time
+
+    from converse_tap.addon import channel as channel_module
+
+    monkeypatch.setattr(channel_module, "KILL_AFTER", 0.5)
+    config = {
+        **{"dir": str(tmp_path / "data"), "text": "keep", "salt": "", "summary": "off"},
+        **{"flush_interval": 0.05, "rollover_rows": 1000, "rollover_seconds": 300.0},
+        **{"max_body": 1 << 20, "max_events": 100},
+    }
+    channel = channel_module.Channel(config)
+    channel.start()
+    assert channel.pid is not None
+    os.kill(channel.pid, signal.SIGSTOP)
+    started = time.monotonic()
+    code = channel.close(timeout=0.5)
+    assert code == -signal.SIGKILL
+    assert time.monotonic() - started < 30  # (bounded: it never returned before)
