@@ -6,191 +6,14 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache, wraps
-from typing import Any, TypeVar
-from urllib.parse import quote, quote_plus, unquote_plus
+from typing import Any
 
 import orjson
 
-from . import urls
-
-REDACTED = "[REDACTED]"
-SECRET_NAME = re.compile(
-    r"(auth|token|secret|passw|pwd|session|sess_?id|cookie|api[-_]?key|apikey|key$|^key|signature|^sig$|^sid$|"
-    r"credential|bearer|jwt|access[-_]?code|^code$)",
-    re.IGNORECASE,
-)
-_B64 = r"[A-Za-z0-9_-]"
-# credential shapes wherever they sit in a URL (path segments, query values) or a string of a stored document:
-# a JWS/JWE (header is base64url JSON, so it starts "eyJ") and the prefixes of well-known API keys; and (in
-# `_shape`) three base64url runs of 12+ characters joined by dots, the first with a capital letter (host names
-# are written in lower case)
-# A key prefix starts after anything but a letter or digit: `\b` missed one glued to an underscore
-# (`ROLE_sk-…`, `token_ghp_…`)
-_START = "(?<![A-Za-z0-9])"
-_SHAPES = re.compile(
-    rf"(?<![A-Za-z0-9_-])eyJ{_B64}*(?:\.{_B64}*){{2,4}}"
-    rf"|{_START}(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{{12,}}|{_START}sk-[A-Za-z0-9_-]{{16,}}"
-    rf"|{_START}gh[pousr]_[A-Za-z0-9]{{20,}}|{_START}github_pat_[A-Za-z0-9_]{{20,}}|{_START}glpat-[A-Za-z0-9_-]{{16,}}"
-    rf"|{_START}xox[abprs]-[A-Za-z0-9-]{{10,}}|{_START}AKIA[0-9A-Z]{{16}}\b|{_START}AIza[0-9A-Za-z_-]{{35}}"
-)
-_SHAPE_HINTS = ("eyJ", "sk", "pk_", "rk_", "gh", "github_pat_", "glpat-", "xox", "AKIA", "AIza")
-_HINT = re.compile("|".join(map(re.escape, _SHAPE_HINTS)))  # any hint as a substring, in one scan
-# every shape is a run of these characters at least this long: text without such a run is let through at once
-_CANDIDATE = re.compile(r"[A-Za-z0-9_.-]{14,}")
-# `;name=value` path parameters (`;jsessionid=...`): the value of a secret-looking name
-_PATH_PARAM = re.compile(r";([^;/=?#]*)=([^;/?#]*)")
-# userinfo in a URL inside free text (a log line): `scheme://user:pw@host` -> `scheme://host`. A match starts
-# where a run of scheme characters starts (the lookbehind), never inside one: from `\b`, a text like `a.a.a.a…`
-# was scanned from each of its word starts to the end of the run, O(n²) (16 KB took seconds). The whole run
-# before `://` is the scheme; userinfo after any run goes (also after `_` or a digit, where `\b[a-z]` missed it)
-_TEXT_USERINFO = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z0-9+.-]*://)[^/\s@'\"<>]*@")
-# a URL in free text: `scheme://…`, and the forms WHATWG parsers (browsers, SDKs) also read as URLs of the special
-# schemes: `http:/\\u:pw@h`, `http:\\\\h`, `http:u:pw@h` (an `@` within 256 characters: a bounded look, so that
-# `http:http:http:…` is not scanned to its end from each of its colons)
-_TEXT_URL = re.compile(
-    r"(?i)(?<![a-z0-9+.-])(?:[a-z0-9+.-]*://|(?:https?|wss?|ftp):(?:[/\\]+|(?=[^\s'\"<>/\\@]{0,256}@)))[^\s'\"<>]+"
-)
-
-
-_SPECIAL = ("http:", "https:", "ws:", "wss:", "ftp:")
-
-
-def might_hold_url(text: str) -> bool:
-    """Whether `text` may hold a URL that `log_text` would change (`scheme://`, or a special scheme's `http:`).
-    Substring scans, at C speed: a case-insensitive regular expression took 9 µs for a small envelope and 0.9 s
-    for 16 MiB; a lower-cased copy is made only when a `p:` or `s:` is there at all."""
-    if "://" in text:
-        return True
-    if not ("p:" in text or "s:" in text or "P:" in text or "S:" in text):
-        return False
-    low = text.lower()
-    return any(scheme in low for scheme in _SPECIAL)
-
-
-def is_secret_name(name: str) -> bool:
-    return bool(SECRET_NAME.search(name))
-
-
-def _shape(m: re.Match[str]) -> str:
-    """One run of token characters, with the shapes in it replaced (cheap tests first: runs are mostly words)."""
-    token = m.group()
-    if token.count(".") == 2:
-        segments = token.split(".")
-        if all(len(x) >= 12 for x in segments) and any(c.isupper() for c in segments[0]):
-            return REDACTED
-    return _SHAPES.sub(REDACTED, token) if _HINT.search(token) else token
-
-
-def redact_shapes(text: str) -> str:
-    """Credential shapes (JWTs, long dotted tokens, API-key prefixes) anywhere in `text` replaced."""
-    return _CANDIDATE.sub(_shape, text) if _CANDIDATE.search(text) else text
-
-
-# a path segment after one that names a credential (`/token/T`, `/api-keys/K`, `/password/P`): a key carried in
-# the path without a shape of its own. Whole names only: `/authors/x` and `/sessions/x` stay
-_NAMED_SEGMENT = re.compile(
-    r"(?i)(/(?:(?:api|access|auth|bearer|refresh|id)[-_]?)?(?:keys?|tokens?|secrets?|passwords?|passwd|pwd|"
-    r"credentials?|signatures?|sig|jwt|bearer)/)([^/;?#]+)"
-)
-
-
-def _path(path: str) -> str:
-    def param(m: re.Match[str]) -> str:
-        return f";{m.group(1)}={REDACTED}" if is_secret_name(m.group(1)) else m.group(0)
-
-    if ";" in path:
-        path = _PATH_PARAM.sub(param, path)
-    if "/" in path:
-        path = _NAMED_SEGMENT.sub(rf"\1{REDACTED}", path)
-    return redact_shapes(path)
-
-
-SHORT_TEXT = 512  # strings up to this long may be kept in a cache (keys, titles, URLs); longer ones never are
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def cached_for_short(maxsize: int) -> Callable[[_F], _F]:
-    """An LRU cache of a pure function whose first argument is a string from the wire, for strings of up to
-    SHORT_TEXT characters: the same few agents, URLs and keys come back exchange after exchange, while a flood of
-    distinct long strings is computed each time and cannot grow the process's memory through the cache.
-    The cache is the wrapper's `cache` (its `cache_info()` for tests)."""
-
-    def decorate(fn: _F) -> _F:
-        cache = lru_cache(maxsize=maxsize)(fn)
-
-        @wraps(fn)
-        def call(text: str, *args: Any) -> Any:
-            return cache(text, *args) if len(text) <= SHORT_TEXT else fn(text, *args)
-
-        call.cache = cache  # type: ignore[attr-defined]
-        return call  # type: ignore[return-value]
-
-    return decorate
-
-
-_PLAIN = re.compile(r"[@;?#\\\[\]\x00-\x20\x7f-\x9f\ud800-\udfff]")  # a URL without these has nothing to take out
-
-
-def _query(query: str) -> str:
-    """Each `name=value` of a query in place: a secret name's value replaced, shapes replaced (in the text as
-    written and as decoded), everything else byte for byte as it came."""
-    out = []
-    for piece in query.split("&"):
-        name, eq, value = piece.partition("=")
-        name = _query_part(name)
-        if is_secret_name(unquote_plus(name)):
-            out.append(f"{name}={REDACTED}")
-        else:
-            value = _query_part(value)
-            if ";" in value:  # `a=1;token=…`: servers that split queries at `;` too read a secret name here
-                value = _SEMI_PARAM.sub(_secret_param, value)
-            out.append(f"{name}{eq}{value}")
-    return "&".join(out)
-
-
-_SEMI_PARAM = re.compile(r";([^;=]*)=([^;]*)")
-
-
-def _secret_param(m: re.Match[str]) -> str:
-    return f";{m.group(1)}={REDACTED}" if is_secret_name(unquote_plus(m.group(1))) else m.group(0)
-
-
-def _query_part(raw: str) -> str:
-    decoded = unquote_plus(raw)
-    clean = redact_shapes(decoded)
-    if clean != decoded or redact_shapes(raw) != raw:
-        return quote_plus(redact_shapes(clean), safe="[]:/")
-    return raw
-
-
-@cached_for_short(4096)
-def _builtin(url: str) -> str:
-    if (
-        url.isascii()
-        and not _PLAIN.search(url)
-        and not _CANDIDATE.search(url)
-        and not _ODD_PORT.match(url)
-        and not _NAMED_SEGMENT.search(url)
-    ):
-        return url  # no userinfo, parameters, query, fragment, odd text, odd port, shape or named key: nothing to do
-    u = urls.parse(url)  # never raises; the text made carriable (no controls, no lone surrogates)
-    query = "" if u.query is None else "?" + _query(u.query)
-    scheme = f"{u.scheme}:" if u.scheme else ""
-    if u.opaque:
-        return f"{scheme}{_path(u.path)}{query}"
-    host = u.host
-    if {"ipv6", "host", "idna"} & set(u.problems):  # written so that any URL parser reads it back as a host
-        host = quote(host, safe="!$&'()*+,;=-._~%")
-    # a port that is no number may be a password whose `@` came after a `/`, `?` or `#`: it is dropped
-    port = "" if u.port is None or not _DIGITS.fullmatch(u.port or "0") else f":{u.port}"
-    return f"{scheme}//{host}{port}{_path(u.path)}{query}"
-
-
-_DIGITS = re.compile(r"[0-9]*")
-_ODD_PORT = re.compile(r"[^/:]*:/*[^/:]*:[0-9]*[^0-9/]")  # an authority whose port is not a number
+from .redact_text import free_text, may_change
+from .redact_url import REDACTED, SHORT_TEXT, _builtin, cached_for_short, redact_shapes
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,9 +68,7 @@ class Redaction:
         """Free text such as a log line: every URL in it redacted, userinfo anywhere dropped, shapes replaced."""
         if not self.patterns:  # built-in rules only: a pure function of the text
             return _builtin_text(text)
-        if might_hold_url(text):
-            text = _TEXT_USERINFO.sub(r"\1", _TEXT_URL.sub(lambda m: self.url(m.group(0)), text))
-        return self.text(redact_shapes(text))
+        return self.text(redact_shapes(free_text(text, self.url)))
 
     def changes(self, value: Any) -> bool:
         """Whether `json_urls` would change any string of a JSON value (keys too). A loop, not a recursion:
@@ -278,9 +99,8 @@ class Redaction:
                 extend(v)
         if self.patterns:
             return any(self.log_text(s) != s for s in strings)
-        search = _CANDIDATE.search
         for s in strings:
-            if (might_hold_url(s) or search(s)) and self.log_text(s) != s:  # only a URL or a shape's run can change
+            if may_change(s) and self.log_text(s) != s:  # only a URL, a shape's run or a quoted head can change
                 return True
             if len(s) <= SHORT_TEXT:
                 if len(clean) >= _UNCHANGED_MAX:
@@ -348,9 +168,7 @@ _UNCHANGED_MAX = 8192
 @cached_for_short(8192)
 def _builtin_text(text: str) -> str:
     """`Redaction.log_text` without operator patterns."""
-    if might_hold_url(text):
-        text = _TEXT_USERINFO.sub(r"\1", _TEXT_URL.sub(lambda m: _builtin(m.group(0)), text))
-    return redact_shapes(text)
+    return redact_shapes(free_text(text, _builtin))
 
 
 # json.dumps(sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":")), one encoder for every call
@@ -377,7 +195,7 @@ def redact_card_json(card: Any, redaction: Redaction = NO_OPERATOR_PATTERNS, tex
     already; it is returned itself when nothing changes."""
     if text is None:
         text = stored_json(card)
-    if not redaction.patterns and not _CANDIDATE.search(text) and not might_hold_url(text):
+    if not redaction.patterns and not may_change(text):
         return text  # the common case (no URL, no run a credential shape could be), without walking it
     if not redaction.changes(card):
         return text  # nothing to redact: the copy would serialise to the same text

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from converse_tap.a2a.exchange import HttpExchange
 from converse_tap.a2a.extract import agent_of, extract
-from converse_tap.a2a.redact import REDACTED, LogRedactor, Redaction, TextPolicy, redact_url
+from converse_tap.a2a.redact import REDACTED, LogRedactor, Redaction, TextPolicy, redact_card_json, redact_url
 from converse_tap.addon.flows import exchange_from_flow
 from tests.children import finishes_within
 from tests.factories import EXT, a2a_flow, agent_message, envelope, jsonrpc_result
@@ -205,14 +205,15 @@ def test_log_redactor_cleans_every_record() -> None:
 
 @given(st.text(alphabet=st.sampled_from(list("eyJskpr_-ghoustbAKIAza.XYZ0123456789abcdefghijklmnop:/ ")), max_size=120))
 def test_the_fast_paths_never_miss_a_shape(text: str) -> None:
-    from converse_tap.a2a.redact import _SHAPES, redact_shapes
+    from converse_tap.a2a.redact_url import _SHAPES, redact_shapes
 
     assert redact_shapes(text) == _SHAPES.sub(REDACTED, text)
 
 
 def _reference_log_text(text: str) -> str:
     """Redaction.log_text as it was written before its cache: URLs, userinfo, then shapes."""
-    from converse_tap.a2a.redact import _TEXT_URL, _TEXT_USERINFO, redact_shapes
+    from converse_tap.a2a.redact_text import _TEXT_URL, _TEXT_USERINFO
+    from converse_tap.a2a.redact_url import redact_shapes
 
     if "://" in text:
         text = _TEXT_USERINFO.sub(r"\1", _TEXT_URL.sub(lambda m: Redaction().url(m.group(0)), text))
@@ -410,3 +411,73 @@ def test_whatwg_shaped_urls_in_free_text_are_found_in_linear_time() -> None:
         "print('done')\n"
     )
     finishes_within(code, 60, "redacting 300 KB of `http:` (the look ahead for userinfo is unbounded)")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # quoted by the HTTP stack: a header line keeps its name, a header value goes whole, a request line's target
+        # is redacted as a URL (spaces included), a status line and header names stay
+        ("Invalid header line: b'Set-Cookie s=SECRET1'", f"Invalid header line: b'Set-Cookie {REDACTED}'"),
+        ("Invalid header line: b'X-Key:SECRET1'", f"Invalid header line: b'X-Key:{REDACTED}'"),
+        (
+            "Received header value surrounded by whitespace b' a b '",
+            f"Received header value surrounded by whitespace b'{REDACTED}'",
+        ),
+        (
+            "Bad HTTP request line: b'GET /a?q=a b&token=SECRET1 HTTP/1.1'",
+            f"Bad HTTP request line: b'GET /a?q=a%20b&token={REDACTED} HTTP/1.1'",
+        ),
+        ("Bad HTTP response line: b'HTTP/1.1 200 OK'", "Bad HTTP response line: b'HTTP/1.1 200 OK'"),
+        ("Received duplicate pseudo-header field b':path'", "Received duplicate pseudo-header field b':path'"),
+        ("Unknown HTTP version: b'HTTP/9'", "Unknown HTTP version: b'HTTP/9'"),
+        ("the value b'hello world' is odd", "the value b'hello world' is odd"),
+        # request lines in text (the HTTP+JSON method_raw column)
+        ("GET /v1/tasks/T1;jsessionid=SECRET1", f"GET /v1/tasks/T1;jsessionid={REDACTED}"),
+        ("GET /v1/tasks/T1", "GET /v1/tasks/T1"),
+        ("POST /v1/message:send", "POST /v1/message:send"),
+        # URLs written scheme-relative, with JSON-escaped slashes, or percent-encoded whole
+        ("at //u:SECRET1@h.test/x?token=SECRET2 now", f"at //h.test/x?token={REDACTED} now"),
+        ("a//b and // a comment", "a//b and // a comment"),
+        ('{"dsn":"redis:\\/\\/u:SECRET1@cache\\/0"}', '{"dsn":"redis:\\/\\/cache\\/0"}'),
+        ("to https%3A%2F%2Fu%3ASECRET1%40h%2Fx failed", "to https%3A%2F%2Fh%2Fx failed"),
+        ("see https%3A%2F%2Fh%2Fx%3Fa%3D1", "see https%3A%2F%2Fh%2Fx%3Fa%3D1"),
+        # userinfo before a host and a port, without a scheme; an address stays
+        ("dial user:SECRET1@grpc.agent.test:443 failed", "dial grpc.agent.test:443 failed"),
+        ("write to ann@example.com or note:ann@example.com", "write to ann@example.com or note:ann@example.com"),
+        # an echoed Authorization header, a Bearer token
+        ("Authorization: Basic U0VDUkVUMQ== refused", f"Authorization: Basic {REDACTED} refused"),
+        ('"authorization":"key-SECRET1"', f'"authorization":"{REDACTED}"'),
+        ("Authorization: required, see the docs", "Authorization: required, see the docs"),
+        ("bad Bearer abc.SECRET1-x", f"bad Bearer {REDACTED}"),
+        ("Bearer tokens only; Bearer authentication failed", "Bearer tokens only; Bearer authentication failed"),
+        ("authorization failed", "authorization failed"),
+    ],
+)
+def test_free_text_loses_credentials_and_keeps_the_rest(text: str, expected: str) -> None:
+    for redaction in (Redaction(), Redaction.from_patterns(["NOTHERE"])):
+        assert redaction.log_text(text) == expected
+        assert redaction.log_text(expected) == expected  # redacted again (a re-ingest): stays put
+    assert redact_card_json({"k": text}) == json.dumps({"k": expected}, ensure_ascii=False, separators=(",", ":"))
+
+
+def test_the_free_text_rules_run_in_linear_time() -> None:
+    """Each rule of `redact_text` on 400 KB crafted against it (unterminated quotes, a method or `//` or `@` or
+    `Bearer` at every other position, runs with no end): a regression to a quadratic scan takes minutes; a linear
+    one well under a second each. In a child process, killed after 60 s."""
+    code = (
+        "from converse_tap.a2a.redact import Redaction\n"
+        "n = 400_000\n"
+        "texts = [\"b'\" * (n // 2), \"b'\\\\\" * (n // 3), 'header b\\'' + 'a: b\\\\r\\\\n' * (n // 8) + \"'\",\n"
+        "         'request line b\\'GET /' + ' HTTP/1.1' * (n // 9) + \"'\", 'GET /' * (n // 5), 'GET /' + 'a' * n,\n"
+        "         '=a:b' * (n // 4), ' a:' + 'b' * n + '@', ' a:b@h' * (n // 6), ' a:b@' + 'h' * n + ':1',\n"
+        "         '//' * (n // 2), ' //a' * (n // 4), ' //' + 'u' * n + '@',\n"
+        "         'Bearer ' * (n // 7), 'Bearer 1' + 'a' * n,\n"
+        "         'authorization: ' * (n // 15), 'x:\\\\/\\\\/' * (n // 6), 'a%3A%2F%2F' * (n // 10)]\n"
+        "for r in (Redaction(), Redaction.from_patterns(['zz'])):\n"
+        "    for text in texts:\n"
+        "        r.log_text(text)\n"
+        "        r.url(text)\n"
+        "print('done')\n"
+    )
+    finishes_within(code, 60, "the free-text rules on 400 KB of crafted text")
