@@ -149,3 +149,21 @@ def grpc_flow(method: str, request: Any, response_body: bytes = b"", package: st
     f.response.headers = http.Headers(content_type="application/grpc")
     f.response.content = response_body
     return f
+
+
+def write_dataset(out: Any, flows: list[http.HTTPFlow], id_format: str = "ex-{:03d}") -> Any:
+    """A dataset at `out` of the flows, each extracted as the recorder extracts it (ids from `id_format`)."""
+    from converse_tap.a2a.extract import extract
+    from converse_tap.a2a.redact import TextPolicy
+    from converse_tap.addon.flows import exchange_from_flow
+    from converse_tap.store.writer import DatasetWriter
+
+    writer = DatasetWriter(out, flush_interval=60)
+    writer.start()
+    for i, flow in enumerate(flows):
+        flow.id = id_format.format(i)
+        ext = extract(exchange_from_flow(flow), TextPolicy())
+        assert ext is not None, i
+        writer.submit(ext)
+    writer.close()
+    return out

@@ -13,15 +13,20 @@ from typing import Any
 
 import pytest
 
-from converse_tap.a2a.extract import extract
-from converse_tap.a2a.redact import TextPolicy
-from converse_tap.addon.flows import exchange_from_flow
 from converse_tap.analysis import Engine, build_report
 from converse_tap.analysis.render import to_markdown, to_text
 from converse_tap.analysis.tables import report_sections
-from converse_tap.store.writer import DatasetWriter
 from tests.cli_helpers import invoke
-from tests.factories import EXT, a2a_flow, agent_message, envelope, jsonrpc_request, jsonrpc_result, user_message
+from tests.factories import (
+    EXT,
+    a2a_flow,
+    agent_message,
+    envelope,
+    jsonrpc_request,
+    jsonrpc_result,
+    user_message,
+    write_dataset,
+)
 
 ANSWERED = {"availability": "assessed", "coverage": "answered"}
 UNANSWERED = {"availability": "assessed", "coverage": "unanswered", "reason": "no_evidence"}
@@ -61,15 +66,7 @@ def _card(path: str, card: dict[str, Any] | str) -> Any:
 
 
 def _write(out: Path, flows: list[Any]) -> Path:
-    writer = DatasetWriter(out, flush_interval=60)
-    writer.start()
-    for i, flow in enumerate(flows):
-        flow.id = f"ex-{i:03d}"
-        ext = extract(exchange_from_flow(flow), TextPolicy())
-        assert ext is not None, i
-        writer.submit(ext)
-    writer.close()
-    return out
+    return Path(write_dataset(out, flows))
 
 
 def _report(root: Path, *args: str) -> dict[str, Any]:

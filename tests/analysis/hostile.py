@@ -5,11 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from converse_tap.a2a.extract import extract
-from converse_tap.a2a.redact import TextPolicy
-from converse_tap.addon.flows import exchange_from_flow
-from converse_tap.store.writer import DatasetWriter
-from tests.factories import EXT, a2a_flow, agent_message, envelope, jsonrpc_result
+from tests.factories import EXT, a2a_flow, agent_message, envelope, jsonrpc_result, write_dataset
 
 # Each script payload, if it ever ran, marks the page: an attribute `data-pwned` on <html> or a new title.
 MARK = "document.documentElement.setAttribute('data-pwned','{n}')"
@@ -88,11 +84,4 @@ def build_hostile(out: Path) -> None:
                 response=json.dumps(card).encode(),
             )
         )
-    writer = DatasetWriter(out, flush_interval=60)
-    writer.start()
-    for i, flow in enumerate(flows):
-        flow.id = f"ex-{i:02d}"
-        ext = extract(exchange_from_flow(flow), TextPolicy())
-        assert ext is not None, i
-        writer.submit(ext)
-    writer.close()
+    write_dataset(out, flows, "ex-{:02d}")
