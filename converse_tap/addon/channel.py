@@ -19,6 +19,7 @@ import select
 import struct
 import subprocess
 import sys
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -93,16 +94,26 @@ class Channel:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
-    def close(self, timeout: float = 60.0) -> int | None:
-        """Write what is buffered, close the pipe, wait for the worker to finish its files. Returns its exit code."""
+    def close(self, timeout: float = 60.0, background: bool = False) -> int | None:
+        """Write what is buffered, close the pipe, wait for the worker to finish its files. Returns its exit code.
+        `background`: the writing and waiting happen in a thread of their own (None is returned at once), for a
+        channel replaced while traffic flows (an option changed at run time): the event loop never waits for it."""
         if self._closed or self._proc is None:
             return None
-        self._closed = True
+        self._closed = True  # from here on the event loop's callbacks leave the buffer alone (`_flush`)
         self._unwatch()
         if self._proc is not None:
             self._send_gaps()
+        if background:
+            threading.Thread(target=self._finish, args=(timeout,), name="converse-tap-close").start()
+            return None
+        return self._finish(timeout)
+
+    def _finish(self, timeout: float) -> int | None:
         self._drain_blocking(timeout)
         proc = self._proc
+        if proc is None:  # (it died while the backlog was written: nothing to wait for)
+            return None
         with contextlib.suppress(OSError):
             assert proc.stdin is not None
             proc.stdin.close()
@@ -200,6 +211,8 @@ class Channel:
 
     def _flush(self) -> None:
         self._scheduled = False
+        if self._closed:  # `close` owns the buffer now (maybe from a thread of its own)
+            return
         if self._write_some() and self._buf and not self._watching and self._loop is not None:
             self._loop.add_writer(self._fd, self._on_writable)
             self._watching = True

@@ -204,8 +204,8 @@ class ConverseTap:
                 f"converse-tap cannot write its dataset to {root}: {e}. "
                 "Choose another directory with --set converse_tap_dir=DIR."
             ) from e
-        if self.channel is not None:
-            self.channel.close()
+        if self.channel is not None:  # replaced while traffic flows: its worker finishes its files off the loop
+            self.channel.close(background=True)
         self.channel = Channel(config, max_backlog=backlog)
         try:
             self.channel.start()

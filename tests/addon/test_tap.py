@@ -525,3 +525,33 @@ def test_close_stops_a_worker_that_is_stopped_or_stuck(tmp_path: Path, monkeypat
     code = channel.close(timeout=0.5)
     assert code == -signal.SIGKILL
     assert time.monotonic() - started < 30  # (bounded: it never returned before)
+
+
+def test_an_option_changed_at_run_time_never_waits_for_the_old_worker(tap) -> None:
+    """Changing a `converse_tap_*` option replaces the recording worker. The old one was closed on the event loop:
+    0.3-0.5 s of every flow waiting while it wrote its files, and with a worker stopped or stuck, minutes. It
+    finishes in a thread of its own now, and its rows still reach the dataset."""
+    import os
+    import signal
+    import threading
+    import time
+
+    addon, tctx, out = tap
+    run_hooks(addon, a2a_flow(response=jsonrpc_result({"message": agent_message("before")})))
+    old = addon.channel
+    assert old is not None and old.pid is not None
+    os.kill(old.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        tctx.configure(addon, converse_tap_flush_interval="2")
+        took = time.monotonic() - started
+    finally:
+        os.kill(old.pid, signal.SIGCONT)
+    assert addon.channel is not old and took < 5, took  # (a stopped worker held it 60 s and more)
+    run_hooks(addon, a2a_flow(response=jsonrpc_result({"message": agent_message("after")})))
+    addon.done()
+    for t in threading.enumerate():
+        if t.name == "converse-tap-close":
+            t.join(60)
+    replies = load(out, "messages").query("direction == 'response'")["message_id"]
+    assert sorted(replies) == ["after", "before"]
