@@ -19,7 +19,7 @@ from . import urls
 REDACTED = "[REDACTED]"
 SECRET_NAME = re.compile(
     r"(auth|token|secret|passw|pwd|^pass$|passcode|passphrase|^pw$|session|sess_?id|cookie|api[-_]?key|apikey|"
-    r"key$|^key|signature|^sig$|hmac|^sid$|credential|bearer|jwt|access[-_]?code|^code$)",
+    r"key$|^key|signature|^sig$|hmac|^sid$|credential|bearer|jwt|access[-_]?code|^code$|^otp$|^ticket$|saml)",
     re.IGNORECASE,
 )
 _B64 = r"[A-Za-z0-9_-]"

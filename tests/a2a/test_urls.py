@@ -356,6 +356,11 @@ def test_an_ipv6_host_as_mitmproxy_writes_it(url: str, stored: str, agent: str, 
             "https://h/a?user=bob&pass={R}&pw={R}&passcode={R}&hmac={R}",
         ),
         ("https://h/a?passport=p&bypass=1&page=2", "https://h/a?passport=p&bypass=1&page=2"),
+        # one-time passwords, CAS service tickets, SAML assertions (a signed login)
+        (
+            "https://h/a?otp=S1&ticket=ST-S2&SAMLResponse=PHNhbWw%2B&RelayState=r",
+            "https://h/a?otp={R}&ticket={R}&SAMLResponse={R}&RelayState=r",
+        ),
         # percent-encoded credentials in the path: decoded (a few rounds) before the checks; what is clean stays
         ("https://h/a/eyJhbGciOiJIUzI1NiJ9%2EeyJzdWIiOiIxMjM0NTY3ODkwIn0%2EsigSECRET1/x", "https://h/a/{R}/x"),
         ("https://h/a/sk%2DSECRET1abcdefghijklmn", "https://h/a/{R}"),
