@@ -208,7 +208,7 @@ def classify(
         body = None
 
     doc: Any = _UNPARSED
-    if verb == "POST" and body and (b"jsonrpc" in body or _may_hide_jsonrpc(body, whole=True)):
+    if verb == "POST" and body and (b"jsonrpc" in body or _may_hide_jsonrpc(body, len(body))):
         doc, why = _parse(body)
         if why is None:
             req = _classify_jsonrpc(origin + path, headers, doc)
@@ -273,25 +273,29 @@ def classify(
 
 PEEK = 16 * 1024  # of a request body the proxy's first look searches
 _NOT_SPACE = re.compile(rb"[^ \t\r\n]")
+# `\u0061`: an ASCII letter, escaped (Go escapes `<`, `>`, `&` as `\u003c`..., no writer escapes a letter)
+_ASCII_ESCAPE = re.compile(rb"\\u00(?:[46][1-9a-fA-F]|[57][0-9aA])")
 _BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 _JSON_STARTS = (b"{", b"[", b" ", b"\t", b"\r", b"\n")
 
 
-def _may_hide_jsonrpc(body: bytes, whole: bool) -> bool:
-    """Whether a body in which the bytes `jsonrpc` were not seen may still be a JSON-RPC call as a server's JSON
-    parser reads it: keys written with escapes (`"\\u006asonrpc"`), UTF-16 or UTF-32 (with or without a
-    byte-order mark), or — when only the first PEEK bytes were searched (`whole` False) — a body padded with
-    whitespace past them, or an object whose `jsonrpc` key comes after PEEK bytes of params."""
+def _may_hide_jsonrpc(body: bytes, searched: int) -> bool:
+    """Whether a body in whose first `searched` bytes the bytes `jsonrpc` were not seen may still be a JSON-RPC
+    call as a server's JSON parser reads it: keys written with escapes (`"\\u006asonrpc"`: an escaped ASCII letter,
+    which no JSON writer makes of its own; the escapes of other characters cannot spell these keys), UTF-16 or UTF-32
+    (with or without a byte-order mark), or — when only part of it was searched — a body padded with whitespace
+    past PEEK bytes, or an object whose `jsonrpc` key lies past what was searched."""
     if body.startswith(_BOMS) or (b"\x00" in body[:4] and body[:8].replace(b"\x00", b"")[:1] in _JSON_STARTS):
         return True
+    whole = searched >= len(body)
     first = _NOT_SPACE.search(body, 0, PEEK)
     if first is None:
         return not whole and len(body) > PEEK
     if body[first.start()] not in b"{[":
         return False
-    if not whole and len(body) > PEEK:
+    if not whole:
         return True
-    return body.find(b"\\u", 0, len(body) if whole else PEEK) >= 0
+    return _ASCII_ESCAPE.search(body, 0, searched) is not None
 
 
 def _is_route(path: str, verb: str) -> bool:

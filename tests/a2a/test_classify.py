@@ -424,3 +424,23 @@ def test_a_call_whose_body_was_never_seen_is_recorded_when_its_headers_say_a2a()
     )
     plain = Headers([("content-type", "application/json")])
     assert not maybe_a2a("POST", "/rpc", plain, None) and classify("POST", "http://h/rpc", plain, None) is None
+
+
+@pytest.mark.parametrize("escape", [True, False])
+def test_a_long_json_body_of_another_api_is_left_to_mitmproxy(escape: bool) -> None:
+    """A 200 KB JSON request of another API (a long prompt to a model, its non-ASCII text escaped as JSON writers
+    do) answered with SSE was streamed by the addon, so mitmproxy kept no body for `-w`: the first look searched
+    only its first 16 KiB for `jsonrpc`, and took any `\\u` escape for a disguised key. It searches 256 KiB, and only
+    an escaped ASCII letter can spell a disguised key; a call whose `jsonrpc` lies 100 KB in is still sent on."""
+    from converse_tap.a2a.firstlook import maybe_a2a
+
+    text = "caf\u00e9 <b> & " * 12_000 if escape else "plain words " * 12_000
+    prompt = json.dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": text}]})
+    assert len(prompt) > 100_000 and ("\\u00e9" in prompt) is escape
+    assert not maybe_a2a("POST", "/v1/chat/completions", NONE, prompt.encode())
+    late = json.dumps({"params": {"message": {"messageId": "m", "text": text}}, "method": "message/send", "id": 1})
+    call = (late[:-1] + ', "jsonrpc": "2.0"}').encode()
+    assert maybe_a2a("POST", "/a2a", NONE, call)
+    assert classify("POST", "http://h/a2a", NONE, call) is not None
+    disguised = call.replace(b'"jsonrpc"', b'"\\u006asonrpc"')
+    assert maybe_a2a("POST", "/a2a", NONE, disguised)
