@@ -44,7 +44,7 @@ def maybe_a2a(method: str, path: str, headers: Headers | Any, body: bytes | None
 # bytes of a body searched for `jsonrpc` (and for escaped ASCII letters) on the event loop, about 0.85 µs per KiB
 # here (bench_first_look: 172 µs for 200 KB), so that a JSON body of another API (a long prompt to a model)
 # answered with SSE is left to mitmproxy rather than streamed by us; a larger body is sent on to the worker, as any
-# body over 16 KiB was (pickled and piped on the event loop: a cost of the same order)
+# body over 16 KiB was (pickled and piped on the event loop: about 110 µs for 200 KB, so about 1.6x less)
 SEARCH = 256 * 1024
 
 _METHOD = re.compile(rb'"method"\s*:\s*"([^"\\]{0,200})"')
