@@ -66,7 +66,7 @@ class UnknownConversation(LookupError):
         self.conversation, self.close = conversation, close
         named = ", ".join(safe_line(c) for c in close)
         if several:
-            super().__init__(f"{safe_line(conversation)!r} starts several conversations ({named}, …): give more of it")
+            super().__init__(f"'{safe_line(conversation)}' starts several conversations ({named}, …): give more of it")
             return
         hint = f"; did you mean {named}?" if close else ""
         super().__init__(f"no conversation {conversation!r} in the dataset{hint}")
