@@ -263,6 +263,19 @@ def test_check_suggests_a_show_command_that_is_safe_to_paste(tmp_path: Path) -> 
     assert words == ["converse-tap", "show", str(root), conversation], hint
 
 
+def test_the_suggested_show_command_opens_a_conversation_whose_id_looks_like_an_option(tmp_path: Path) -> None:
+    """An id starting with `-` (`--format=json`) is read by `show` as an option when pasted; after `--` it is the
+    conversation, and the command runs and opens it."""
+    conversation = "--format=json"
+    root = _write(tmp_path / "d", [_flow("m1", {"answerCoverage": UNANSWERED}, 0, ctx=conversation)])
+    r = invoke("check", str(root), "--max-unanswered-share", "0")
+    (hint,) = [line.split("open one: ", 1)[1] for line in r.stdout.splitlines() if "open one: " in line]
+    words = shlex.split(hint)
+    assert words[:3] == ["converse-tap", "show", str(root)] and words[3:] == ["--", conversation], hint
+    shown = invoke(*words[1:])
+    assert shown.exit_code == 0 and shown.stdout.startswith(f"conversation {conversation} "), shown.stdout[:200]
+
+
 def test_check_junit_printed_to_a_terminal_holds_no_c1_control_or_bidi_override(tmp_path: Path) -> None:
     text = "hello \x9b31m\u202egnp.exe bye"
     root = _write(tmp_path / "d", [_flow("m1", {"answerCoverage": UNANSWERED}, 0, ctx="c\x9b2J\u202e", text=text)])

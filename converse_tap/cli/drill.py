@@ -212,6 +212,14 @@ def example_lines(dataset: Dataset, found: list[dict[str, Any]]) -> list[str]:
         for e in found
     ]
     if found:
-        command = ["converse-tap", "show", str(dataset), str(found[0]["conversation"])]
+        conversation = str(found[0]["conversation"])
+        # (an id that starts with `-` would be read as an option: after `--` it is the argument it is)
+        command = [
+            "converse-tap",
+            "show",
+            str(dataset),
+            *(["--"] if conversation.startswith("-") else []),
+            conversation,
+        ]
         out.append("    open one: " + " ".join(shell_word(w) for w in command))
     return out
