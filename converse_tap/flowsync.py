@@ -5,6 +5,8 @@ a damaged record holds in a body (an upload of a capture) are not taken for the 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from functools import partial
 
 from .capturefile import CHUNK, FileBytes
 from .tnetview import DICT, INT, KEY_TAGS, MAX_KEYS, Bad, head
@@ -69,7 +71,7 @@ def resync(mm: FileBytes | InMemory, offset: int, size: int) -> int | None:
                 # what was found lies inside the damaged record, which ends where its length says, unless records
                 # end exactly there one after another (it was cut short, and bytes of the next records make up
                 # the difference): then they are the file's
-                back = _chained_back(mm, begin, near, budget)
+                back = _chained_back(mm, begin, near, partial(start_of, mm, begin, budget=budget))
                 return back if back is not None else near
             return begin
     return None
@@ -121,10 +123,7 @@ def ending_at(mm: FileBytes | InMemory, offset: int, end: int) -> int | None:
     seems to end at `end` (its length prefix lands on a dict's end followed by a record) was cut short, and the
     records after the cut are the file's; None when none does. One pass of a regular expression over the bytes
     per record found, not a look at every colon: an unreadable record is not read again at Python speed."""
-    first = None
-    while end > offset + 1 and mm[end - 1] == DICT and (begin := _flow_ending(mm, offset, end - 1)) is not None:
-        first = end = begin
-    return first
+    return _chained_back(mm, offset, end, partial(_flow_ending, mm, offset))
 
 
 # after a flow record's length prefix, its first key: a name, as text or (in old formats) bytes. A literal first,
@@ -144,19 +143,19 @@ def _flow_ending(mm: FileBytes | InMemory, after: int, tag: int) -> int | None:
             if colon >= stop:
                 break
             before = data[max(0, after + 1 - base, m.start() - 20) : m.start()]  # (a view may start before `after`)
-            for k in range(_digits(before), 0, -1):  # the digits, maybe preceded by others: the longest that fits
-                if colon + 1 + int(before[-k:]) == tag:
-                    found = colon - k
-                    break
+            begin = _announcing(before, colon, tag)
+            if begin is not None:
+                found = begin
         pos = stop
     return found
 
 
-def _chained_back(mm: FileBytes | InMemory, after: int, end: int, budget: list[int]) -> int | None:
-    """The first of the records after `after` that follow one another to exactly `end` (each found as the value
-    whose length prefix announces the bytes up to the next); None when no record ends at `end`."""
+def _chained_back(mm: FileBytes | InMemory, after: int, end: int, start: Callable[[int], int | None]) -> int | None:
+    """The first of the records after `after` that follow one another to exactly `end`, each found by `start`
+    (the start of the value whose tag is at a position: `start_of`, or `_flow_ending`); None when no record ends
+    at `end`."""
     first = None
-    while end > after and mm[end - 1] == DICT and (begin := start_of(mm, after, end - 1, budget)) is not None:
+    while end > after + 1 and mm[end - 1] == DICT and (begin := start(end - 1)) is not None:
         first = end = begin
     return first
 
@@ -193,6 +192,15 @@ def _version_end(mm: FileBytes | InMemory, at: int, size: int) -> int | None:
         return None
 
 
+def _announcing(before: bytes, colon: int, tag: int) -> int | None:
+    """The start of a length prefix ending at `colon` whose number puts its value's tag at `tag`: the digits
+    `before` ends with, maybe preceded by others, the longest that fits; None when none does."""
+    for k in range(_digits(before), 0, -1):
+        if colon + 1 + int(before[-k:]) == tag:
+            return colon - k
+    return None
+
+
 def _digits(before: bytes) -> int:
     """How many ASCII digits `before` ends with."""
     run = len(before)
@@ -219,7 +227,8 @@ def _walked(mm: FileBytes | InMemory, offset: int, size: int, budget: list[int])
                 begin = start_of(mm, offset, pos, budget)
                 if begin is None:
                     return pos + 1
-                back = _chained_back(mm, offset, begin, budget)  # records the walk jumped over
+                # the records the walk jumped over, if any
+                back = _chained_back(mm, offset, begin, partial(start_of, mm, offset, budget=budget))
                 return back if back is not None else begin
             _ks, ke, kt = head(mm, pos, size)
             if kt not in KEY_TAGS:
@@ -245,8 +254,8 @@ def start_of(mm: FileBytes | InMemory, after: int, end: int, budget: list[int]) 
                 return None
             first = max(after + 1, colon - 20)  # the (at most 20) bytes before the colon
             before = data[first - base : at] if first >= base else mm[first:colon]
-            for k in range(_digits(before), 0, -1):  # the digits, maybe preceded by others: the longest that fits
-                if int(before[-k:]) == end - colon - 1:
-                    return colon - k
+            begin = _announcing(before, colon, end)
+            if begin is not None:
+                return begin
         colon = lo
     return None
