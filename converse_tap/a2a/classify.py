@@ -22,11 +22,15 @@ class A2ARequest:
     dialect: str  # "v1.0" | "v0.3"
     agent_url: str
     params: Any = None  # JSON-RPC params or REST body, parsed
-    jsonrpc_id: str | None = None
     rpc_id: Any = None  # the JSON-RPC id as sent (a string or a number), which the response must repeat
     task_id: str | None = None  # from the path or params
     certain: bool = True  # False: a generic path that the response must confirm as A2A
     anomalies: list[str] = field(default_factory=list)
+
+    @property
+    def jsonrpc_id(self) -> str | None:
+        """The JSON-RPC id as text (the `jsonrpc_id` column)."""
+        return None if self.rpc_id is None else str(self.rpc_id)
 
     @property
     def streaming(self) -> bool:
@@ -373,7 +377,6 @@ def _classify_jsonrpc(url: str, headers: Headers, doc: Any) -> A2ARequest | None
         dialect,
         url,
         params=params,
-        jsonrpc_id=None if rid is None else str(rid),
         rpc_id=rid,
         task_id=params_task_id(canonical, dialect, params),
         anomalies=anomalies,

@@ -86,7 +86,7 @@ class Ctx:
                 row["anomalies"].append(f"jsonrpc_response_not_object{':' + where if where else ''}")
                 return False
             got = doc.get("id")
-            if req.jsonrpc_id is not None and got is not None and not same_rpc_id(req.rpc_id, req.jsonrpc_id, got):
+            if req.rpc_id is not None and got is not None and not same_rpc_id(req.rpc_id, got):
                 row["anomalies"].append("jsonrpc_id_mismatch")
             err = doc.get("error")  # a null `error` is no error (serialisers that keep nil fields send one)
             if err is not None or error_event:
@@ -222,16 +222,14 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def same_rpc_id(sent: Any, sent_text: str, got: Any) -> bool:
+def same_rpc_id(sent: Any, got: Any) -> bool:
     """Whether a response's JSON-RPC id is the request's: the same string, or the same number (`1` and `1.0` are
     one JSON number; `1` and `"1"` are two ids)."""
-    if sent is None:  # the id as sent was not kept: compared as text
-        return str(got) == sent_text
     if _number(sent) and _number(got):
         return bool(sent == got)
     if isinstance(sent, str) or isinstance(got, str):
         return type(sent) is type(got) and sent == got
-    return str(got) == sent_text  # ids of no JSON-RPC type (objects, arrays, booleans): as text
+    return str(got) == str(sent)  # ids of no JSON-RPC type (objects, arrays, booleans): as text
 
 
 def _error_body(doc: Any) -> bool:
