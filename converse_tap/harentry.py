@@ -16,12 +16,12 @@ import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
-from urllib.parse import urlsplit
 
 from mitmproxy import http
 from mitmproxy.io import har
 from mitmproxy.net.http.headers import parse_content_type
 
+from .a2a import urls
 from .a2a.envelope import clip
 from .a2a.exchange import HttpExchange
 from .a2a.headers import Headers
@@ -263,14 +263,10 @@ _VERSIONS = {
 def _default_port(flow: http.HTTPFlow, url: str | None) -> None:
     """A ws:// or wss:// URL without a port is on its scheme's default port (mitmproxy's importer gives every
     scheme but https port 80: `wss://agent.test/x` was read as `wss://agent.test:80/x`, another address)."""
-    scheme = flow.request.scheme
-    if scheme in ("ws", "wss") and isinstance(url, str):
-        try:
-            explicit = urlsplit(url.strip()).port
-        except ValueError:
-            return
-        if explicit is None:
-            flow.request.port = 443 if scheme == "wss" else 80
+    if flow.request.scheme in ("ws", "wss") and isinstance(url, str):
+        port = urls.host_port(url.strip())[1]  # the port a client connects to: the scheme's default when unwritten
+        if port is not None:
+            flow.request.port = port
 
 
 def _http_versions(flow: http.HTTPFlow, entry: dict[str, Any], anomalies: list[str]) -> None:
