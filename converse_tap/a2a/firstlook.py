@@ -4,11 +4,10 @@ the recording worker runs off the event loop, would surely say None."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 from urllib.parse import unquote
 
-from .classify import _PROBE, PEEK, _has_a2a_headers, _is_route, _may_hide_jsonrpc
+from .classify import _METHOD_IN_PREFIX, _PROBE, PEEK, _has_a2a_headers, _is_route, _may_hide_jsonrpc
 from .constants import JSONRPC_V03_METHODS, JSONRPC_V1_METHODS
 from .headers import Headers
 
@@ -47,8 +46,6 @@ def maybe_a2a(method: str, path: str, headers: Headers | Any, body: bytes | None
 # body over 16 KiB was (pickled and piped on the event loop: about 110 µs for 200 KB, so about 1.6x less)
 SEARCH = 256 * 1024
 
-_METHOD = re.compile(rb'"method"\s*:\s*"([^"\\]{0,200})"')
-
 
 def _another_protocols_call(body: bytes) -> bool:
     """Whether a JSON-RPC body is surely a call of a method A2A does not have (MCP's `tools/call`, ...), which
@@ -57,7 +54,7 @@ def _another_protocols_call(body: bytes) -> bool:
     Such a flow keeps mitmproxy's own behaviour: no stream callable is given to its response."""
     if len(body) > PEEK or body.find(b"\\") >= 0 or body.count(b'"method"') != 1:
         return False
-    m = _METHOD.search(body)
+    m = _METHOD_IN_PREFIX.search(body)  # (the method as classify reads it from a body's start)
     if m is None:
         return False
     name = m.group(1).decode("utf-8", "replace")
