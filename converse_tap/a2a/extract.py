@@ -11,12 +11,13 @@ from . import fastjson, urls
 from .classify import A2ARequest, classify
 from .constants import CONVERSE_URI, TERMINAL_TASK_STATES
 from .exchange import HttpExchange
+from .finish import finish_extraction, said
 from .grpc import DEFAULT_MAX, extract_grpc_response, message_payload, request_params
 from .grpc_frames import GrpcFrame
 from .headers import split_uris
-from .objects import MAX_SIGHTINGS, Sighting, Walk, get
+from .objects import Sighting, Walk, get
 from .redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy, cached_for_short
-from .rows import MESSAGE_METHODS, Ctx, Extraction, bound_keys, id_or_none, redact_wire_text
+from .rows import MESSAGE_METHODS, Ctx, Extraction, bound_keys, id_or_none
 from .sse import SseEvent, parse_sse
 from .traceparent import trace_columns
 
@@ -91,7 +92,6 @@ def _loads(data: bytes | str) -> tuple[Any, str | None]:
         return None, f"invalid_json:{type(e).__name__}"
 
 
-MAX_ANOMALIES = 50
 _SETTLED_STATES = TERMINAL_TASK_STATES | {"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"}
 
 
@@ -211,7 +211,7 @@ class Extractor:
                 ctx.add(Sighting("request.message", "message", "request", msg), "request", None, ex.ts_start)
                 row["context_id"] = id_or_none(get(msg, "contextId"))
                 row["task_id"] = row["task_id"] or id_or_none(get(msg, "taskId"))
-            elif not _said(anomalies, ("request_not_parsed:",)):
+            elif not said(anomalies, ("request_not_parsed:",)):
                 anomalies.append("request_without_message")  # (a request not parsed says so already)
         extractor = cls(ex, req, out, ctx)
         if ex.status is not None and (ex.sse_events is not None or content_type.startswith("text/event-stream")):
@@ -270,7 +270,7 @@ class Extractor:
         if ex.status is None:
             if ex.error is None:
                 row["anomalies"].append("no_response")
-            return _finish(self.out, walk, req, req.certain, self.ctx.redaction)
+            return finish_extraction(self.out, walk, req, req.certain, self.ctx.redaction)
         content_type = row["content_type"] or ""
         if req.binding == "grpc":
             extract_grpc_response(ex, req, row, self._grpc_payload, DEFAULT_MAX, self.n_events, self.ctx.redaction)
@@ -282,14 +282,14 @@ class Extractor:
                 # the client left once the final message was in (the a2a-sdk client cancels after a Message),
                 # before the agent's trailers reached the proxy: nothing of the exchange is missing
                 row["complete"] = kinds[-1] == "message" or walk.task_state in _SETTLED_STATES
-            return _finish(self.out, walk, req, True, self.ctx.redaction)
+            return finish_extraction(self.out, walk, req, True, self.ctx.redaction)
         if row["streamed"]:
             if ex.sse_events is None and ex.response_body is not None and self.n_events == 0:
                 events, ex.sse_comments = parse_sse(ex.response_body, ended=ex.error is None)
                 for ev in events:
                     self.event(ev)
             row["sse_events"] = max(self.n_events, row["sse_events"] or 0)
-            if row["sse_events"] == 0 and ex.status < 400 and ex.error is None and not _said(row["anomalies"], _UNSEEN):
+            if row["sse_events"] == 0 and ex.status < 400 and ex.error is None and not said(row["anomalies"], _UNSEEN):
                 row["anomalies"].append("sse_no_events")  # a stream that said nothing: not a silent success
             if not row["complete"] and self.settled and ex.status < 400:
                 row["complete"] = True  # the client left after the final event: nothing was missed
@@ -306,28 +306,11 @@ class Extractor:
             row["anomalies"].append("empty_body")
         if ex.status >= 400 and row["error_code"] is None:
             row["error_code"] = ex.status
-        return _finish(self.out, walk, req, self.confirmed, self.ctx.redaction)
+        return finish_extraction(self.out, walk, req, self.confirmed, self.ctx.redaction)
 
 
 # anomalies that already explain why a stream's events were not seen
 _UNSEEN = ("sse_", "response_", "capture_incomplete", "no_response")
-
-
-def _said(anomalies: list[str], prefixes: tuple[str, ...]) -> bool:
-    return any(a.startswith(prefixes) for a in anomalies)
-
-
-def _sample(anomalies: list[str], per_kind: int = 5) -> list[str]:
-    """A stream can repeat one oddity a million times: keep the first few of each kind, and say how many went."""
-    seen: dict[str, int] = {}
-    kept: list[str] = []
-    for a in anomalies:
-        kind = a.split(":", 1)[0]
-        seen[kind] = seen.get(kind, 0) + 1
-        if seen[kind] <= per_kind and len(kept) < MAX_ANOMALIES - 1:
-            kept.append(a)
-    kept.append(f"more_anomalies:{len(anomalies) - len(kept)}")
-    return kept
 
 
 def failed_extraction(
@@ -383,34 +366,3 @@ def _final(doc: Any) -> bool:
     if result.get("final") is True:
         return True
     return any(isinstance(v, dict) and v.get("final") is True for v in result.values())
-
-
-def _finish(out: Extraction, walk: Walk, req: A2ARequest, confirmed: bool, redaction: Redaction) -> Extraction | None:
-    if not confirmed:
-        return None
-    row = out.exchange
-    row["anomalies"].extend(walk.anomalies)
-    if walk.skipped:
-        row["anomalies"].append(f"messages_not_recorded_past:{MAX_SIGHTINGS}:{walk.skipped}")
-    if len(row["anomalies"]) > MAX_ANOMALIES:
-        row["anomalies"] = _sample(row["anomalies"])
-    row["context_id"] = row["context_id"] or walk.context_id  # the request message's, else the response's
-    row["task_id"] = walk.task_id or row["task_id"]
-    row["task_state"] = walk.task_state
-    responses = [m for m in out.messages if m["direction"] == "response"]
-    row["messages"] = len(out.messages)
-    row["replies"] = sum(1 for m in responses if m["has_envelope"] and m["role"] == "agent")
-    if req.method in MESSAGE_METHODS and row["error_code"] is None:
-        fresh = [m for m in responses if ".history[" not in m["location"] and m["role"] != "user"]
-        if row["converse_requested"] and fresh and not any(m["has_envelope"] for m in fresh):
-            row["anomalies"].append("converse_requested_no_envelope")
-        if not row["converse_requested"] and any(m["has_envelope"] for m in fresh):
-            row["anomalies"].append("envelope_not_requested")
-    if row["converse_echoed"] and not row["converse_requested"]:
-        row["anomalies"].append("converse_echoed_not_requested")
-    for m in out.messages:  # sightings inherit what the exchange learnt about their task
-        m["context_id"] = m["context_id"] or row["context_id"]
-        m["task_id"] = m["task_id"] or (row["task_id"] if m["direction"] == "response" else m["task_id"])
-    redact_wire_text(out, redaction)
-    bound_keys(out)
-    return out

@@ -1,0 +1,62 @@
+"""The end of one exchange's extraction: the exchange row completed from what its messages said, its anomalies
+bounded, its wire text redacted and its keys bounded (`extract.Extractor.finish` and `extract.extract`)."""
+
+from __future__ import annotations
+
+from .classify import A2ARequest
+from .objects import MAX_SIGHTINGS, Walk
+from .redact import Redaction
+from .rows import MESSAGE_METHODS, Extraction, bound_keys, redact_wire_text
+
+MAX_ANOMALIES = 50
+
+
+def said(anomalies: list[str], prefixes: tuple[str, ...]) -> bool:
+    return any(a.startswith(prefixes) for a in anomalies)
+
+
+def sample_anomalies(anomalies: list[str], per_kind: int = 5) -> list[str]:
+    """A stream can repeat one oddity a million times: keep the first few of each kind, and say how many went."""
+    seen: dict[str, int] = {}
+    kept: list[str] = []
+    for a in anomalies:
+        kind = a.split(":", 1)[0]
+        seen[kind] = seen.get(kind, 0) + 1
+        if seen[kind] <= per_kind and len(kept) < MAX_ANOMALIES - 1:
+            kept.append(a)
+    kept.append(f"more_anomalies:{len(anomalies) - len(kept)}")
+    return kept
+
+
+def finish_extraction(
+    out: Extraction, walk: Walk, req: A2ARequest, confirmed: bool, redaction: Redaction
+) -> Extraction | None:
+    """The exchange's rows, completed; None when nothing confirmed a request of a generic path as A2A."""
+    if not confirmed:
+        return None
+    row = out.exchange
+    row["anomalies"].extend(walk.anomalies)
+    if walk.skipped:
+        row["anomalies"].append(f"messages_not_recorded_past:{MAX_SIGHTINGS}:{walk.skipped}")
+    if len(row["anomalies"]) > MAX_ANOMALIES:
+        row["anomalies"] = sample_anomalies(row["anomalies"])
+    row["context_id"] = row["context_id"] or walk.context_id  # the request message's, else the response's
+    row["task_id"] = walk.task_id or row["task_id"]
+    row["task_state"] = walk.task_state
+    responses = [m for m in out.messages if m["direction"] == "response"]
+    row["messages"] = len(out.messages)
+    row["replies"] = sum(1 for m in responses if m["has_envelope"] and m["role"] == "agent")
+    if req.method in MESSAGE_METHODS and row["error_code"] is None:
+        fresh = [m for m in responses if ".history[" not in m["location"] and m["role"] != "user"]
+        if row["converse_requested"] and fresh and not any(m["has_envelope"] for m in fresh):
+            row["anomalies"].append("converse_requested_no_envelope")
+        if not row["converse_requested"] and any(m["has_envelope"] for m in fresh):
+            row["anomalies"].append("envelope_not_requested")
+    if row["converse_echoed"] and not row["converse_requested"]:
+        row["anomalies"].append("converse_echoed_not_requested")
+    for m in out.messages:  # sightings inherit what the exchange learnt about their task
+        m["context_id"] = m["context_id"] or row["context_id"]
+        m["task_id"] = m["task_id"] or (row["task_id"] if m["direction"] == "response" else m["task_id"])
+    redact_wire_text(out, redaction)
+    bound_keys(out)
+    return out
