@@ -42,7 +42,10 @@ _CARD_TYPES: dict[str, type] = {
     "defaultInputModes": list,
     "defaultOutputModes": list,
 }
-_ITEM_FIELDS = {"supportedInterfaces": ("url", "protocolBinding"), "additionalInterfaces": ("url", "transport")}
+_ITEM_FIELDS = {
+    "supportedInterfaces": ("url", "protocolBinding", "protocolVersion"),
+    "additionalInterfaces": ("url", "transport"),
+}
 
 
 def _check_types(card: dict[str, Any], anomalies: list[str]) -> None:
@@ -68,6 +71,19 @@ def _check_types(card: dict[str, Any], anomalies: list[str]) -> None:
     exts = caps.get("extensions") if isinstance(caps, dict) else None
     if exts is not None and not isinstance(exts, list):
         anomalies.append(f"wrong_type:card.capabilities.extensions={type(exts).__name__}")
+    for i, ext in enumerate(exts[:MAX_CARD_ITEMS] if isinstance(exts, list) else []):
+        if not isinstance(ext, dict):
+            anomalies.append(f"wrong_type:card.capabilities.extensions[{i}]={type(ext).__name__}")
+        elif not isinstance(ext.get("uri"), str):
+            anomalies.append(f"wrong_type:card.capabilities.extensions[{i}].uri={type(ext.get('uri')).__name__}")
+
+
+def _str_noted(obj: dict[str, Any], key: str, where: str, anomalies: list[str]) -> str | None:
+    """A string member of the converse declaration; one of another type is read as absent, and said so."""
+    value = obj.get(key)
+    if value is not None and not isinstance(value, str):
+        anomalies.append(f"wrong_type:{where}={type(value).__name__}")
+    return _str(value)
 
 
 def _str(value: Any) -> str | None:
@@ -177,6 +193,8 @@ def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
     out["converse_declared"] = True
     required = decl.get("required", False)  # A2A's AgentExtension: `required` defaults to false
     out["converse_required"] = required if isinstance(required, bool) else None
+    if required is not None and not isinstance(required, bool):
+        anomalies.append(f"wrong_type:card.converse.required={type(required).__name__}")
     if required is True:
         anomalies.append("card_converse_required_true")
     params = decl.get("params")
@@ -185,11 +203,13 @@ def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
         return out
     mcp = params.get("mcp")
     if isinstance(mcp, dict):
-        out["mcp_url"] = _str(mcp.get("url"))
-        out["mcp_server_card_url"] = _str(mcp.get("serverCardUrl"))
+        out["mcp_url"] = _str_noted(mcp, "url", "params.mcp.url", anomalies)
+        out["mcp_server_card_url"] = _str_noted(mcp, "serverCardUrl", "params.mcp.serverCardUrl", anomalies)
         url, server_card = out["mcp_url"], out["mcp_server_card_url"]
         if url and server_card and not server_card.startswith(url.rstrip("/") + "/"):
             anomalies.append("card_server_card_not_under_mcp_url")
+    elif mcp is not None:
+        anomalies.append(f"wrong_type:params.mcp={type(mcp).__name__}")
     else:
         anomalies.append("card_converse_mcp_missing")
     tools = params.get("tools")
@@ -205,10 +225,16 @@ def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
         if schema is not None and not isinstance(schema, dict):
             anomalies.append(f"card_tool_schema_not_object:{clip(t.get('toolName'))}")
         required_fields = schema.get("required") if isinstance(schema, dict) else None
+        if required_fields is not None and not isinstance(required_fields, list):
+            # JSON Schema's `required` is a list of names: a string's characters or an object's keys are not
+            anomalies.append(f"wrong_type:params.tools[].inputSchema.required={type(required_fields).__name__}")
+            required_fields = None
+        elif required_fields and not all(isinstance(f, str) for f in required_fields):
+            anomalies.append("wrong_type:params.tools[].inputSchema.required[]")
         out["tools"].append(
             {
-                "tool_name": _str(t.get("toolName")),
-                "description": _str(t.get("description")),
+                "tool_name": _str_noted(t, "toolName", "params.tools[].toolName", anomalies),
+                "description": _str_noted(t, "description", "params.tools[].description", anomalies),
                 "input_schema_json": None if schema is None else stored_json(schema),
                 "required_fields": [f for f in required_fields or [] if isinstance(f, str)],
             }

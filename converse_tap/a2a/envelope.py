@@ -122,10 +122,18 @@ def _bool(value: Any, where: str, anomalies: list[str]) -> bool | None:
     return None
 
 
-def _text(value: Any) -> str | None:
+def _text(value: Any, where: str, anomalies: list[str]) -> str | None:
+    """A string field of a citation or a slot: a value of another type is kept as its JSON text, and said so."""
     if value is None or isinstance(value, str):
         return value
+    _once(f"wrong_type:{where}={type(value).__name__}", anomalies)
     return json.dumps(value, sort_keys=True, default=str)
+
+
+def _once(note: str, anomalies: list[str]) -> None:
+    """An oddity of a list's items, said once: a list of many citations or slots may repeat it in each."""
+    if note not in anomalies:
+        anomalies.append(note)
 
 
 def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
@@ -185,17 +193,17 @@ def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
             rows = []
             for c in cites:
                 if not isinstance(c, dict):
-                    anomalies.append(f"wrong_type:citations[]={type(c).__name__}")
+                    _once(f"wrong_type:citations[]={type(c).__name__}", anomalies)
                     continue
                 source = c.get("sourceUrl")
                 if isinstance(source, str):
                     anomalies += urls.anomalies(source, "citations[].sourceUrl")
                 rows.append(
                     {
-                        "document_id": _text(c.get("documentId")),
-                        "chunk_id": _text(c.get("chunkId")),
-                        "title": _text(c.get("title")),
-                        "source_url": _text(c.get("sourceUrl")),
+                        "document_id": _text(c.get("documentId"), "citations[].documentId", anomalies),
+                        "chunk_id": _text(c.get("chunkId"), "citations[].chunkId", anomalies),
+                        "title": _text(c.get("title"), "citations[].title", anomalies),
+                        "source_url": _text(c.get("sourceUrl"), "citations[].sourceUrl", anomalies),
                     }
                 )
             out["citations"] = rows
@@ -214,15 +222,15 @@ def _pending_input(value: Any, anomalies: list[str]) -> list[dict[str, Any]] | N
     slots = []
     for s in value:
         if not isinstance(s, dict):
-            anomalies.append(f"wrong_type:routine.pendingInput[]={type(s).__name__}")
+            _once(f"wrong_type:routine.pendingInput[]={type(s).__name__}", anomalies)
             continue
         required = _bool(s.get("required"), "routine.pendingInput[].required", anomalies)
         slots.append(
             {
-                "key": _text(s.get("key")),
-                "type": _text(s.get("type")),
+                "key": _text(s.get("key"), "routine.pendingInput[].key", anomalies),
+                "type": _text(s.get("type"), "routine.pendingInput[].type", anomalies),
                 "required": bool(required),
-                "description": _text(s.get("description")),
+                "description": _text(s.get("description"), "routine.pendingInput[].description", anomalies),
             }
         )
     return slots

@@ -65,7 +65,10 @@ def normalise_state(value: Any, anomalies: list[str] | None = None) -> str | Non
             anomalies.append(f"unknown_enum:task.state={clip(value)}")
         return known or value
     if isinstance(value, int) and not isinstance(value, bool):
-        return TASK_STATE_NUMBERS.get(value, str(value))
+        number = TASK_STATE_NUMBERS.get(value)
+        if number is None and anomalies is not None:
+            anomalies.append(f"unknown_enum:task.state={clip(value)}")
+        return number or str(value)
     if anomalies is not None:
         anomalies.append(f"wrong_type:task.state={type(value).__name__}")
     return str(value)
@@ -74,7 +77,8 @@ def normalise_state(value: Any, anomalies: list[str] | None = None) -> str | Non
 def normalise_role(value: Any, anomalies: list[str] | None = None) -> str | None:
     if value is None:
         return None
-    role = ROLES.get(value) if isinstance(value, (str, int)) else None
+    # (a boolean is no role: `true` would look up as the number 1, ROLE_USER)
+    role = ROLES.get(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
     if role is None:
         if anomalies is not None:
             anomalies.append(f"unknown_enum:message.role={clip(value)}")
@@ -97,11 +101,30 @@ def get(obj: dict[str, Any], name: str) -> Any:
     return value
 
 
-def _s(value: Any) -> str | None:
-    """Ids are strings on the wire; ProtoJSON defaults ('') mean absent."""
+def _s(value: Any, where: str | None = None, w: Walk | None = None) -> str | None:
+    """Ids are strings on the wire; ProtoJSON defaults ('') mean absent. An id of another type is kept as its
+    text, and (given `where` and `w`) said so."""
     if value is None or value == "":
         return None
-    return value if isinstance(value, str) else str(value)
+    if isinstance(value, str):
+        return value
+    if w is not None:
+        w.anomalies.append(f"wrong_type:{where}={type(value).__name__}")
+    return str(value)
+
+
+def _ids(obj: dict[str, Any], id_key: str, location: str, w: Walk) -> tuple[str | None, str | None]:
+    """(task id, context id) of a task (`id`) or an event (`taskId`), each noted when not a string."""
+    return _s(get(obj, id_key), f"{location}.{id_key}", w), _s(get(obj, "contextId"), f"{location}.contextId", w)
+
+
+def _dict_or_none(obj: dict[str, Any], key: str, location: str, w: Walk) -> dict[str, Any] | None:
+    """A member that must be an object: None when absent, and when of another type (said so)."""
+    value = obj.get(key)
+    if value is None or isinstance(value, dict):
+        return value
+    w.anomalies.append(f"wrong_type:{location}.{key}={type(value).__name__}")
+    return None
 
 
 def walk_result(value: Any, location: str, w: Walk) -> None:
@@ -143,45 +166,50 @@ def _walk_kind(kind: str, obj: dict[str, Any], location: str, w: Walk) -> None:
     if kind == "task":
         _walk_task(obj, location, w, summarise=True)
     elif kind == "message":
-        task_id, context_id = _s(get(obj, "taskId")), _s(get(obj, "contextId"))
+        task_id, context_id = _ids(obj, "taskId", location, w)
         _sight(w, Sighting(location, "message", kind, obj, task_id, context_id))
         _summarise(w, task_id, context_id, None)
     elif kind == "statusUpdate":
-        task_id, context_id = _s(get(obj, "taskId")), _s(get(obj, "contextId"))
-        status = obj.get("status")
+        task_id, context_id = _ids(obj, "taskId", location, w)
+        status = _dict_or_none(obj, "status", location, w)
         state = None
-        if isinstance(status, dict):
+        if status is not None:
             state = normalise_state(status.get("state"), w.anomalies)
-            msg = status.get("message")
-            if isinstance(msg, dict):
+            msg = _dict_or_none(status, "message", f"{location}.status", w)
+            if msg is not None:
                 _sight(w, Sighting(f"{location}.status.message", "message", kind, msg, task_id, context_id, state))
         _summarise(w, task_id, context_id, state)
     elif kind == "artifactUpdate":
-        task_id, context_id = _s(get(obj, "taskId")), _s(get(obj, "contextId"))
-        art = obj.get("artifact")
-        if isinstance(art, dict):
+        task_id, context_id = _ids(obj, "taskId", location, w)
+        art = _dict_or_none(obj, "artifact", location, w)
+        if art is not None:
             _sight(w, Sighting(f"{location}.artifact", "artifact", kind, art, task_id, context_id))
         _summarise(w, task_id, context_id, None)
 
 
 def _walk_task(task: dict[str, Any], location: str, w: Walk, summarise: bool) -> None:
-    task_id, context_id = _s(task.get("id")), _s(get(task, "contextId"))
-    status = task.get("status")
-    state = normalise_state(status.get("state"), w.anomalies) if isinstance(status, dict) else None
+    task_id, context_id = _ids(task, "id", location, w)
+    status = _dict_or_none(task, "status", location, w)
+    state = normalise_state(status.get("state"), w.anomalies) if status is not None else None
     for key, kind in (("history", "message"), ("artifacts", "artifact")):
         items = task.get(key)
         if not isinstance(items, list):
+            if items is not None:
+                w.anomalies.append(f"wrong_type:{location}.{key}={type(items).__name__}")
             continue
+        odd: str | None = None
         for i, item in enumerate(items):
             if len(w.sightings) >= MAX_SIGHTINGS:  # the rest counted at C speed, no Sighting made
                 w.skipped += sum(1 for x in items[i:] if isinstance(x, dict))
                 break
             if isinstance(item, dict):
                 w.sightings.append(Sighting(f"{location}.{key}[{i}]", kind, "task", item, task_id, context_id))
-    if isinstance(status, dict) and isinstance(status.get("message"), dict):
-        _sight(
-            w, Sighting(f"{location}.status.message", "message", "task", status["message"], task_id, context_id, state)
-        )
+            elif item is not None and odd is None:  # the first said: a list of a million of them is one oddity
+                odd = f"wrong_type:{location}.{key}[{i}]={type(item).__name__}"
+                w.anomalies.append(odd)
+    msg = _dict_or_none(status, "message", f"{location}.status", w) if status is not None else None
+    if msg is not None:
+        _sight(w, Sighting(f"{location}.status.message", "message", "task", msg, task_id, context_id, state))
     if summarise:
         _summarise(w, task_id, context_id, state)
 
@@ -211,11 +239,23 @@ def part_kind(part: Any) -> str:
     return "unknown"
 
 
-def parts_of(obj: dict[str, Any]) -> list[Any]:
+def parts_of(obj: dict[str, Any], anomalies: list[str] | None = None) -> list[Any]:
+    """A message's or artifact's parts; a `parts` of another type than a list is none (said so)."""
     parts = obj.get("parts")
     if parts is None:
         parts = obj.get("content")  # v0.3 REST
-    return parts if isinstance(parts, list) else []
+    if isinstance(parts, list):
+        if anomalies is not None:
+            for i, p in enumerate(parts):
+                text = p.get("text") if isinstance(p, dict) else None
+                if not isinstance(p, dict) or not (text is None or isinstance(text, str)):
+                    what, value = (f"parts[{i}].text", text) if isinstance(p, dict) else (f"parts[{i}]", p)
+                    anomalies.append(f"wrong_type:{what}={type(value).__name__}")
+                    break  # one said is enough: a stream may repeat it in every part
+        return parts
+    if parts is not None and anomalies is not None:
+        anomalies.append(f"wrong_type:parts={type(parts).__name__}")
+    return []
 
 
 def text_of(parts: list[Any]) -> str | None:
@@ -230,4 +270,7 @@ def extensions_of(obj: dict[str, Any], anomalies: list[str]) -> list[str]:
     if not isinstance(ext, list):
         anomalies.append(f"wrong_type:extensions={type(ext).__name__}")
         return []
-    return [e for e in ext if isinstance(e, str)]
+    kept = [e for e in ext if isinstance(e, str)]
+    if len(kept) < len(ext):
+        anomalies.append(f"wrong_type:extensions[]={type(next(e for e in ext if not isinstance(e, str))).__name__}")
+    return kept

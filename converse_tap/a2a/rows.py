@@ -151,7 +151,7 @@ class Ctx:
         obj = s.obj
         is_artifact = s.object_kind == "artifact"
         role = None if is_artifact else normalise_role(obj.get("role"), anomalies)
-        parts = parts_of(obj)
+        parts = parts_of(obj, anomalies)
         text = text_of(parts)
         exts = extensions_of(obj, anomalies)
         present, raw = find_envelope(obj.get("metadata"), exts, anomalies, agent_side=role != "user")
@@ -195,8 +195,8 @@ class Ctx:
                 "method": self.req.method,
                 "message_id": ident if isinstance(ident, str) and ident else None,
                 "artifact_name": obj.get("name") if is_artifact and isinstance(obj.get("name"), str) else None,
-                "context_id": id_or_none(get(obj, "contextId")) or s.context_id,
-                "task_id": id_or_none(get(obj, "taskId")) or s.task_id,
+                "context_id": _id_noted(get(obj, "contextId"), "contextId", anomalies) or s.context_id,
+                "task_id": _id_noted(get(obj, "taskId"), "taskId", anomalies) or s.task_id,
                 "role": role,
                 "task_state": s.task_state,
                 "text": self.policy.apply(text),
@@ -216,6 +216,13 @@ def id_or_none(value: Any) -> str | None:
     if value is None or value == "":
         return None
     return value if isinstance(value, str) else str(value)
+
+
+def _id_noted(value: Any, name: str, anomalies: list[str]) -> str | None:
+    """A message's id field: one of another type than a string is kept as its text, and said so."""
+    if value is not None and value != "" and not isinstance(value, str):
+        anomalies.append(f"wrong_type:{name}={type(value).__name__}")
+    return id_or_none(value)
 
 
 def _number(value: Any) -> bool:
