@@ -354,16 +354,23 @@ def _classify_jsonrpc(url: str, headers: Headers, doc: Any) -> A2ARequest | None
     if isinstance(doc, list):  # a JSON-RPC batch: A2A defines none; classify by its first call
         anomalies.append("jsonrpc_batch")
         doc = doc[0] if doc else None
-    if not isinstance(doc, dict) or not isinstance(doc.get("method"), str):
+    if not isinstance(doc, dict) or "method" not in doc:
         return None
     raw = doc["method"]
+    named = isinstance(raw, str)
+    if not named:  # a call all the same, to an agent its headers name: its reply is recorded
+        if not _has_a2a_headers(headers):
+            return None
+        anomalies.append(f"wrong_type:method={type(raw).__name__}")
+        raw = "unknown"
     if raw in JSONRPC_V1_METHODS:
         canonical, dialect = raw, "v1.0"
     elif raw in JSONRPC_V03_METHODS:
         canonical, dialect = JSONRPC_V03_METHODS[raw], "v0.3"
     elif _has_a2a_headers(headers):
         canonical, dialect = raw, _version_dialect(headers) or ("v0.3" if "/" in raw else "v1.0")
-        anomalies.append(f"unknown_method:{clip(raw)}")
+        if named:  # (a method of another type is said so already)
+            anomalies.append(f"unknown_method:{clip(raw)}")
     else:
         return None
     if doc.get("jsonrpc") != "2.0":

@@ -136,6 +136,9 @@ def walk_result(value: Any, location: str, w: Walk) -> None:
     if isinstance(kind, str) and kind in _KINDS:
         _walk_kind(_KINDS[kind], value, location, w)
         return
+    if kind is not None:  # (the object is still read by its shape, as one without `kind`)
+        odd = f"unknown_enum:{location}.kind={clip(kind)}" if isinstance(kind, str) else None
+        w.anomalies.append(odd or f"wrong_type:{location}.kind={type(kind).__name__}")
     wrapped = [k for k in value if k in _WRAPPERS]
     if wrapped:
         if len(wrapped) > 1:
@@ -171,6 +174,9 @@ def _walk_kind(kind: str, obj: dict[str, Any], location: str, w: Walk) -> None:
         _summarise(w, task_id, context_id, None)
     elif kind == "statusUpdate":
         task_id, context_id = _ids(obj, "taskId", location, w)
+        final = obj.get("final")
+        if final is not None and not isinstance(final, bool):  # (v0.3: the stream's last event says `true`)
+            w.anomalies.append(f"wrong_type:{location}.final={type(final).__name__}")
         status = _dict_or_none(obj, "status", location, w)
         state = None
         if status is not None:
@@ -247,11 +253,13 @@ def parts_of(obj: dict[str, Any], anomalies: list[str] | None = None) -> list[An
     if isinstance(parts, list):
         if anomalies is not None:
             for i, p in enumerate(parts):
-                text = p.get("text") if isinstance(p, dict) else None
-                if not isinstance(p, dict) or not (text is None or isinstance(text, str)):
-                    what, value = (f"parts[{i}].text", text) if isinstance(p, dict) else (f"parts[{i}]", p)
-                    anomalies.append(f"wrong_type:{what}={type(value).__name__}")
+                if not isinstance(p, dict):
+                    anomalies.append(f"wrong_type:parts[{i}]={type(p).__name__}")
                     break  # one said is enough: a stream may repeat it in every part
+                odd = next((k for k in ("text", "kind") if not isinstance(p.get(k, ""), str | None)), None)
+                if odd is not None:
+                    anomalies.append(f"wrong_type:parts[{i}].{odd}={type(p[odd]).__name__}")
+                    break
         return parts
     if parts is not None and anomalies is not None:
         anomalies.append(f"wrong_type:parts={type(parts).__name__}")

@@ -10,7 +10,7 @@ from typing import Any
 from .card import card_fields
 from .classify import A2ARequest
 from .constants import CARD_METHOD, JSONRPC_V03_METHODS, JSONRPC_V1_METHODS, TASK_STATES, V03_NON_OBJECT_RESULTS
-from .envelope import empty_envelope, find_envelope, flatten_envelope
+from .envelope import clip, empty_envelope, find_envelope, flatten_envelope
 from .exchange import HttpExchange
 from .objects import Sighting, Walk, extensions_of, get, normalise_role, part_kind, parts_of, text_of, walk_result
 from .redact import Redaction, TextPolicy, redact_card_json
@@ -30,8 +30,10 @@ class Extraction:
     first_event: float | None = None  # when a stream's first SSE event arrived (not a column: live metrics only)
 
 
-def error_fields(err: Any) -> dict[str, Any]:
-    """JSON-RPC error object or REST error body -> code/status/message/reason."""
+def error_fields(err: Any, anomalies: list[str] | None = None) -> dict[str, Any]:
+    """JSON-RPC error object or REST error body -> code/status/message/reason. An error that is no object, or
+    whose code is no number or message no string, is said in `anomalies` (its column then null, or the text of
+    what was sent)."""
     out: dict[str, Any] = {
         "error_code": None,
         "error_status": None,
@@ -40,16 +42,24 @@ def error_fields(err: Any) -> dict[str, Any]:
     }
     if not isinstance(err, dict):
         out["error_message"] = None if err is None else str(err)[:500]
+        if anomalies is not None and err is not None:
+            anomalies.append(f"wrong_type:error={type(err).__name__}")
         return out
     if isinstance(err.get("error"), dict):  # REST {"error": {...}} or a whole JSON-RPC response
         err = err["error"]
     code = err.get("code", err.get("status") if isinstance(err.get("status"), int) else None)
     if isinstance(code, int | float) and not isinstance(code, bool) and math.isfinite(code):
         out["error_code"] = int(code)  # one the column cannot hold is mended, flagged, by the writer
+        if code != out["error_code"] and anomalies is not None:
+            anomalies.append(f"error_code_not_integer:{clip(code)}")
+    elif code is not None and anomalies is not None:
+        anomalies.append(f"wrong_type:error.code={type(code).__name__}")
     status = err.get("status")
     out["error_status"] = status if isinstance(status, str) else None
     msg = err.get("message", err.get("detail", err.get("title")))
     out["error_message"] = msg if isinstance(msg, str) else None
+    if msg is not None and not isinstance(msg, str) and anomalies is not None:
+        anomalies.append(f"wrong_type:error.message={type(msg).__name__}")
     details = err.get("data", err.get("details"))
     if isinstance(details, dict):
         details = [details]
@@ -85,6 +95,9 @@ class Ctx:
             if not isinstance(doc, dict):
                 row["anomalies"].append(f"jsonrpc_response_not_object{':' + where if where else ''}")
                 return False
+            version = doc.get("jsonrpc")
+            if version != "2.0" and (version is not None or "jsonrpc" in doc):
+                row["anomalies"].append(f"response_jsonrpc_version:{clip(version)}")
             got = doc.get("id")
             if req.rpc_id is not None and got is not None and not same_rpc_id(req.rpc_id, got):
                 row["anomalies"].append("jsonrpc_id_mismatch")
@@ -121,7 +134,7 @@ class Ctx:
 
     def _error(self, err: Any) -> None:
         row = self.out.exchange
-        fields = error_fields(err)  # redacted with every error column at the end (extract._finish)
+        fields = error_fields(err, row["anomalies"])  # redacted with every error column at the end (finish.py)
         if row["error_code"] is None and row["error_message"] is None:
             row.update(fields)
 
@@ -177,6 +190,9 @@ class Ctx:
         if direction == "request" and role == "agent":
             anomalies.append("request_claims_agent_role")  # the client's message: never counted as a reply
         ident = get(obj, "artifactId") if is_artifact else get(obj, "messageId")
+        name = obj.get("name") if is_artifact else None
+        if name is not None and not isinstance(name, str):
+            anomalies.append(f"wrong_type:artifact.name={type(name).__name__}")
         self.out.messages.append(
             {
                 "exchange_id": self.ex.id,
@@ -194,7 +210,7 @@ class Ctx:
                 "dialect": self.req.dialect,
                 "method": self.req.method,
                 "message_id": ident if isinstance(ident, str) and ident else None,
-                "artifact_name": obj.get("name") if is_artifact and isinstance(obj.get("name"), str) else None,
+                "artifact_name": name if isinstance(name, str) else None,
                 "context_id": _id_noted(get(obj, "contextId"), "contextId", anomalies) or s.context_id,
                 "task_id": _id_noted(get(obj, "taskId"), "taskId", anomalies) or s.task_id,
                 "role": role,

@@ -20,7 +20,7 @@ from converse_tap.a2a.redact import TextPolicy
 from converse_tap.addon.flows import exchange_from_flow
 from converse_tap.store.batches import TS_COLUMNS, to_micros
 from converse_tap.store.schema import TABLES
-from tests.factories import EXT, a2a_flow, jsonrpc_request, jsonrpc_result
+from tests.factories import EXT, a2a_flow, jsonrpc_request, jsonrpc_result, sse_body
 
 # the Agent Card and the reply of the extension's spec (v1.0 shapes), with a v0.3 card's fields beside them
 TOOL = ("capabilities", "extensions", 0, "params", "tools", 0)
@@ -221,9 +221,114 @@ def test_every_node_of_a_reply_may_have_any_type() -> None:
         _check_reply(task)
 
 
-# what no column reads (a skill's name, the streaming flag) or is the operator's JSON Schema, stored whole
+# what no column reads (a skill's name, the streaming flag, a request's configuration and metadata, an error's
+# free-form data) or is the operator's JSON Schema, stored whole
 NOT_READ = [("skills", 0, "name"), ("capabilities", "streaming"), (*TOOL, "inputSchema", "type")]
-NOT_READ += [(*TOOL, "inputSchema", "properties")]
+NOT_READ += [(*TOOL, "inputSchema", "properties"), ("params", "configuration"), ("params", "metadata")]
+NOT_READ += [("error", "data"), ("params", "message", "kind"), ("result", "status", "message", "kind")]
+
+REQUEST: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": "r-1",
+    "method": "SendMessage",
+    "params": {
+        "message": {
+            "messageId": "m-1",
+            "contextId": "ctx-1",
+            "taskId": "task-1",
+            "role": "ROLE_USER",
+            "parts": [{"text": "Book"}],
+            "extensions": [EXT],
+        },
+        "configuration": {"acceptedOutputModes": ["text/plain"], "historyLength": 5},
+        "metadata": {},
+    },
+}
+RESPONSE: dict[str, Any] = {"jsonrpc": "2.0", "id": "r-1", "result": {"task": REPLY}}
+ERROR: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": "r-1",
+    "error": {"code": -32001, "message": "Task not found", "data": [{"reason": "TASK_NOT_FOUND"}]},
+}
+
+
+def _exchange(request: Any, response: Any) -> Any:
+    flow = a2a_flow(
+        body=json.dumps(request).encode(),
+        response=json.dumps(response).encode(),
+        response_headers={"a2a-extensions": EXT},
+    )
+    return extract(exchange_from_flow(flow), TextPolicy())
+
+
+# v0.3: `kind` discriminators, lower-case states and roles; a stream's status and artifact events
+V03_REQUEST: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "message/stream",
+    "params": {
+        "message": {"kind": "message", "messageId": "m-1", "role": "user", "parts": [{"kind": "text", "text": "Hi"}]}
+    },
+}
+V03_MESSAGE: dict[str, Any] = {
+    "kind": "message",
+    "messageId": "m-3",
+    "role": "agent",
+    "parts": [{"kind": "text", "text": "Done"}],
+    "extensions": [EXT],
+    "metadata": {EXT: {"author": "agent", "ownership": {"state": "ai_owned", "suppressed": False}}},
+}
+V03_STATUS_EVENT: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "result": {
+        "kind": "status-update",
+        "taskId": "task-1",
+        "contextId": "ctx-1",
+        "final": True,
+        "status": {"state": "completed", "message": V03_MESSAGE},
+    },
+}
+V03_ARTIFACT_EVENT: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "result": {
+        "kind": "artifact-update",
+        "taskId": "task-1",
+        "contextId": "ctx-1",
+        "artifact": {"artifactId": "a1", "name": "n", "parts": [{"kind": "text", "text": "x"}], "extensions": [EXT]},
+    },
+}
+
+
+def _v03_stream(event: Any) -> Any:
+    flow = a2a_flow(
+        body=json.dumps(V03_REQUEST).encode(),
+        headers={"a2a-version": "0.3"},
+        response=sse_body(event),
+        content_type="text/event-stream",
+        response_headers={"a2a-extensions": EXT},
+    )
+    return extract(exchange_from_flow(flow), TextPolicy())
+
+
+def _v03_request(request: Any) -> Any:
+    flow = a2a_flow(
+        body=json.dumps(request).encode(),
+        headers={"a2a-version": "0.3"},
+        response=sse_body(V03_STATUS_EVENT),
+        content_type="text/event-stream",
+        response_headers={"a2a-extensions": EXT},
+    )
+    return extract(exchange_from_flow(flow), TextPolicy())
+
+
+def _request_extraction(request: Any) -> Any:
+    return _exchange(request, RESPONSE)
+
+
+def _response_extraction(response: Any) -> Any:
+    return _exchange(REQUEST, response)
 
 
 def _anomalies(ext: Any) -> set[str]:
@@ -239,10 +344,27 @@ def _node(doc: Any, path: tuple[Any, ...]) -> Any:
     return doc
 
 
-@pytest.mark.parametrize(("doc", "run"), [(CARD, _card_extraction), (REPLY, _reply_extraction)], ids=["card", "reply"])
+V03_IDS = ["v03-request", "v03-status-event", "v03-artifact-event"]
+
+
+@pytest.mark.parametrize(
+    ("doc", "run"),
+    [
+        (CARD, _card_extraction),
+        (REPLY, _reply_extraction),
+        (REQUEST, _request_extraction),
+        (RESPONSE, _response_extraction),
+        (ERROR, _response_extraction),
+        (V03_REQUEST, _v03_request),
+        (V03_STATUS_EVENT, _v03_stream),
+        (V03_ARTIFACT_EVENT, _v03_stream),
+    ],
+    ids=["card", "reply", "jsonrpc-request", "jsonrpc-response", "jsonrpc-error", *V03_IDS],
+)
 def test_a_value_of_another_type_is_said(doc: Any, run: Any) -> None:
-    """Any field of the card or the reply that a column reads, given a value of another JSON type (absent, null or
-    an empty string aside), leaves an anomaly: the value costs itself, and never silently."""
+    """Any field of the card, the reply, a JSON-RPC call or its answer that a column reads, given a value of
+    another JSON type (absent, null or an empty string aside), leaves an anomaly — on an exchange still recorded:
+    the value costs itself, and never silently."""
     before = _anomalies(run(doc))
     silent = []
     for path in _paths(doc):
@@ -256,7 +378,8 @@ def test_a_value_of_another_type_is_said(doc: Any, run: Any) -> None:
                 path[-1] == "state" and type(value) is int and value in TASK_STATE_NUMBERS
             ):  # ProtoJSON writes an enum as its number too
                 continue
-            if not _anomalies(run(_replaced(doc, [(path, value)]))) - before:
+            ext = run(_replaced(doc, [(path, value)]))
+            if ext is None or not _anomalies(ext) - before:
                 silent.append((path, value))
     assert not silent, silent
 
