@@ -109,3 +109,7 @@ OWNERSHIP_STATES = frozenset({"ai_owned", "human_owned"})
 ROUTINE_STATUSES = frozenset({"active", "waiting_for_input", "waiting_for_approval", "completed", "abandoned"})
 TERMINAL_ROUTINE_STATUSES = frozenset({"completed", "abandoned"})
 INVOCATION_OUTCOMES = frozenset({"started", "reentered", "declined", "not_started", "unknown_tool"})
+
+# extension URIs a row keeps per header or message (a client activates a few): a megabyte header of tens of
+# thousands was as many strings in the row, and as many redactions (0.3 s of the worker for 40,000)
+MAX_URIS = 64

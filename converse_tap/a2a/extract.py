@@ -150,9 +150,11 @@ class Extractor:
         agent_url = redaction.url(req.agent_url)
         agent, agent_id = agent_of(agent_url)
         hdr = ex.request_headers
-        requested = split_uris(hdr.get_all("a2a-extensions") + hdr.get_all("x-a2a-extensions"), redaction)
+        asked = hdr.get_all("a2a-extensions") + hdr.get_all("x-a2a-extensions")
+        requested = split_uris(asked, redaction, anomalies, "extensions_requested")
         resp_hdr = ex.response_headers
-        echoed = split_uris(resp_hdr.get_all("a2a-extensions") + resp_hdr.get_all("x-a2a-extensions"), redaction)
+        sent = resp_hdr.get_all("a2a-extensions") + resp_hdr.get_all("x-a2a-extensions")
+        echoed = split_uris(sent, redaction, anomalies, "extensions_echoed")
         converse_requested = CONVERSE_URI in requested
         content_type = (resp_hdr.get("content-type") or "").lower()
         row: dict[str, Any] = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .constants import CONVERSE_URI, MAX_URIS
 from .redact import NO_OPERATOR_PATTERNS, Redaction
 
 
@@ -28,13 +29,25 @@ class Headers:
         return [k for k, _ in self._items]
 
 
-def split_uris(values: Iterable[str], redaction: Redaction = NO_OPERATOR_PATTERNS) -> list[str]:
+def split_uris(
+    values: Iterable[str],
+    redaction: Redaction = NO_OPERATOR_PATTERNS,
+    notes: list[str] | None = None,
+    what: str = "extensions",
+) -> list[str]:
     """Comma-separated extension URIs from one or more header values: stripped, redacted like every stored URL
-    (a client can send `https://ext.test/x?token=…`), de-duplicated, in order."""
-    seen: dict[str, None] = {}
+    (a client can send `https://ext.test/x?token=…`), de-duplicated, in order. Past MAX_URIS distinct ones the
+    rest are counted in `notes` (`uris_not_recorded:<what>:<distinct>`), not kept — except the converse
+    extension's, which is kept wherever it stands (whether it was asked for is a column)."""
+    raw: dict[str, None] = {}
     for value in values:
         for uri in value.split(","):
             uri = uri.strip()
             if uri:
-                seen.setdefault(redaction.url(uri), None)
-    return list(seen)
+                raw.setdefault(uri, None)
+    kept = list(raw)
+    if len(kept) > MAX_URIS:
+        if notes is not None:
+            notes.append(f"uris_not_recorded:{what}:{len(kept)}")
+        kept = kept[:MAX_URIS] + ([CONVERSE_URI] if CONVERSE_URI in raw and CONVERSE_URI not in kept[:MAX_URIS] else [])
+    return list(dict.fromkeys(redaction.url(uri) for uri in kept))

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .constants import ROLES, TASK_STATE_NUMBERS, TASK_STATES
+from .constants import CONVERSE_URI, MAX_URIS, ROLES, TASK_STATE_NUMBERS, TASK_STATES
 from .envelope import clip
 
 # v0.3 `kind` discriminators and v1.0 / snake_case wrapper keys -> one event-kind vocabulary
@@ -281,4 +281,8 @@ def extensions_of(obj: dict[str, Any], anomalies: list[str]) -> list[str]:
     kept = [e for e in ext if isinstance(e, str)]
     if len(kept) < len(ext):
         anomalies.append(f"wrong_type:extensions[]={type(next(e for e in ext if not isinstance(e, str))).__name__}")
+    if len(kept) > MAX_URIS:  # the rest counted; the converse extension's kept wherever it stands
+        anomalies.append(f"uris_not_recorded:extensions:{len(kept)}")
+        later = CONVERSE_URI in kept[MAX_URIS:] and CONVERSE_URI not in kept[:MAX_URIS]
+        kept = kept[:MAX_URIS] + ([CONVERSE_URI] if later else [])
     return kept

@@ -394,3 +394,40 @@ def test_a_card_with_a_few_nodes_of_any_value_is_recorded(card: Any) -> None:
 @given(_mutations(REPLY))
 def test_a_reply_with_a_few_nodes_of_any_value_is_recorded(task: Any) -> None:
     _check_reply(task)
+
+
+def test_extension_uris_and_a_messages_anomalies_are_bounded() -> None:
+    """A megabyte `A2A-Extensions` header of 40,000 URIs was 40,000 strings in the exchange row (and 0.3 s of
+    redaction); a message listing 1,000 extensions, or with metadata of 100,000 keys of other versions of the
+    extension, as many strings in its row. Past the bound the rest are counted — and the converse extension's URI
+    is kept wherever it stands, so whether it was asked for stays exact."""
+    from converse_tap.a2a.constants import MAX_URIS
+    from converse_tap.a2a.finish import MAX_ANOMALIES
+
+    header = ",".join(f"https://ext{i}.test/x" for i in range(40_000)) + "," + EXT
+    versions = {f"{EXT[:-2]}v{i}": 1 for i in range(2, 20_000)}
+    reply = {
+        "messageId": "m-2",
+        "role": "ROLE_AGENT",
+        "parts": [{"text": "x"}],
+        "metadata": versions,
+        "extensions": [f"https://u{i}.test/" for i in range(1_000)] + [EXT],
+    }
+    flow = a2a_flow(
+        headers={"a2a-extensions": header},
+        response=jsonrpc_result(reply),
+        response_headers={"a2a-extensions": header},
+    )
+    ext = extract(exchange_from_flow(flow), TextPolicy())
+    assert ext is not None
+    row = ext.exchange
+    for column in ("extensions_requested", "extensions_echoed"):
+        assert len(row[column]) == MAX_URIS + 1 and row[column][-1] == EXT
+        assert f"uris_not_recorded:{column}:40001" in row["anomalies"]
+    assert row["converse_requested"] is True and row["converse_echoed"] is True
+    message = ext.messages[-1]
+    assert len(message["extensions"]) == MAX_URIS + 1 and message["extensions"][-1] == EXT
+    assert len(message["anomalies"]) <= MAX_ANOMALIES
+    assert "uris_not_recorded:extensions:1001" in message["anomalies"]
+    assert any(a.startswith("more_anomalies:") for a in message["anomalies"])
+    _fits_the_store(ext)
