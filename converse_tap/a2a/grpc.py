@@ -8,21 +8,22 @@ walker and the envelope reader see no difference.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import unquote
 
 from . import urls
 from .classify import A2ARequest, params_task_id
 from .constants import CONVERSE_URI, JSONRPC_V1_METHODS
 from .envelope import clip
 from .exchange import HttpExchange
-from .grpc_frames import GrpcFrame, parse_frames
+from .fastjson import MAX_VALUES
+from .fastjson import too_many_values as json_too_many_values
+from .grpc_codecs import GrpcContent, from_json, grpc_content, mend, trailer_block, unbase64
+from .grpc_frames import GrpcFrame, body_frames, first_frame, parser_anomalies
+from .grpc_status import grpc_status
+from .grpc_wire import too_many_values
 from .headers import Headers, split_uris
 from .redact import NO_OPERATOR_PATTERNS, Redaction
 
@@ -34,32 +35,14 @@ V03_METHODS = {
     "ListTaskPushNotificationConfig": "ListTaskPushNotificationConfigs",
     "GetAgentCard": "GetExtendedAgentCard",
 }
-STATUS_NAMES = (
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-)
 DEFAULT_MAX = 16 * 1024 * 1024
+PROTO = GrpcContent(web=False, text=False, codec="proto")
 
 
 def is_grpc(content_type: str | None) -> bool:
-    """application/grpc or application/grpc+proto (gRPC-Web and other message codecs are not this binding)."""
-    ctype = (content_type or "").split(";", 1)[0].strip().lower()
-    return ctype in ("application/grpc", "application/grpc+proto")
+    """application/grpc or application/grpc+proto: what a live tap splits into messages (the other gRPC forms,
+    `grpc_codecs.grpc_content`, are decoded from whole bodies)."""
+    return grpc_content(content_type) == PROTO
 
 
 def grpc_path(path: str) -> tuple[str, str] | None:
@@ -102,35 +85,55 @@ def _class_of(descriptor: Any) -> Any:
     return message_factory.GetMessageClass(descriptor)
 
 
-def parse(dialect: str, method: str, direction: str, data: bytes) -> tuple[Any, str | None]:
-    """One message of `method` ("request" or "response") -> the protobuf message, or (None, anomaly)."""
+def parse(dialect: str, method: str, direction: str, data: bytes, codec: str = "proto") -> tuple[Any, str | None]:
+    """One message of `method` ("request" or "response") -> the protobuf message, or (None, anomaly). `codec`:
+    "proto", or "json" (the `+json` content types: ProtoJSON, read into the same message)."""
     from google.protobuf.message import DecodeError
 
     cls = _message_class(dialect, method, direction)
     if cls is None:
         return None, "grpc_not_decoded:unknown_method"
+    if codec not in ("proto", "json"):
+        return None, f"grpc_codec_unsupported:{clip(codec)}"
+    too_many = too_many_values(data, cls.DESCRIPTOR) if codec == "proto" else json_too_many_values(data)
+    if too_many:  # refused unparsed, as a JSON body of as many values is
+        return None, f"grpc_message_too_many_values:{MAX_VALUES}"
     try:
-        return cls.FromString(data), None
+        return (cls.FromString(data) if codec == "proto" else from_json(cls, data)), None
     except (DecodeError, RecursionError, ValueError) as e:
         return None, f"grpc_message_undecodable:{type(e).__name__}"
 
 
 def to_dict(dialect: str, message: Any) -> tuple[Any, str | None]:
-    """A protobuf message -> the ProtoJSON dict the JSON bindings carry."""
+    """A protobuf message -> the ProtoJSON dict the JSON bindings carry (or None, and why not).
+
+    A value ProtoJSON cannot express (a Timestamp or Duration out of its range, a NaN or infinite number in a
+    Struct) costs that value, not the message: it is dropped (`grpc_codecs.mend`) and the note names its kind,
+    with the dict all the same."""
     from google.protobuf import json_format
 
+    note = None
     try:
         doc = json_format.MessageToDict(message)
+    except json_format.Error:  # a value out of ProtoJSON's range (no ValueError): mended on a copy
+        mended = type(message)()
+        mended.CopyFrom(message)
+        dropped = mend(mended)
+        try:
+            doc = json_format.MessageToDict(mended)
+        except (json_format.Error, RecursionError, ValueError) as e:
+            return None, f"grpc_message_undecodable:{type(e).__name__}"
+        note = f"grpc_value_dropped:{','.join(dropped)}"
     except (RecursionError, ValueError) as e:
         return None, f"grpc_message_undecodable:{type(e).__name__}"
     if dialect == "v0.3" and isinstance(doc.get("msg"), dict):  # v0.3 names the message member `msg`
         doc["message"] = doc.pop("msg")
-    return doc, None
+    return doc, note
 
 
-def decode(dialect: str, method: str, direction: str, data: bytes) -> tuple[Any, str | None]:
+def decode(dialect: str, method: str, direction: str, data: bytes, codec: str = "proto") -> tuple[Any, str | None]:
     """One message of `method` ("request" or "response") -> its ProtoJSON dict, or (None, anomaly)."""
-    message, note = parse(dialect, method, direction, data)
+    message, note = parse(dialect, method, direction, data, codec)
     return (None, note) if message is None else to_dict(dialect, message)
 
 
@@ -157,12 +160,14 @@ def _scalars(message: Any) -> dict[str, Any]:
 
 
 def classify_grpc(url: str, headers: Headers, body: bytes | None, max_message: int = DEFAULT_MAX) -> A2ARequest | None:
-    """An A2A gRPC call (path `/<package>.A2AService/<Method>`, content type application/grpc) or None.
+    """An A2A gRPC call (path `/<package>.A2AService/<Method>`, a gRPC content type: `application/grpc[+proto]`,
+    `+json`, gRPC-Web and its text form) or None.
 
     Its `params` is the request message as protobuf: `request_params` gives the dict (extract calls it)."""
     parts = urls.parse(url)
     found = grpc_path(parts.path)
-    if found is None or not is_grpc(headers.get("content-type")):
+    content = grpc_content(headers.get("content-type"))
+    if found is None or content is None:
         return None
     package, raw = found
     anomalies: list[str] = []
@@ -175,13 +180,16 @@ def classify_grpc(url: str, headers: Headers, body: bytes | None, max_message: i
     if method_descriptor(dialect, raw) is None or canonical not in JSONRPC_V1_METHODS:
         anomalies.append(f"unknown_method:{clip(raw)}")
     params = None
-    if body is not None:
-        frames, notes = parse_frames(body, max_message, headers.get("grpc-encoding") or "")
+    data = unbase64(body) if content.text and body is not None else body
+    if body is not None and data is None:
+        anomalies.append("request_grpc_web_text_not_base64")
+    if data is not None:  # a unary request: its one message decoded; others (there should be none) only counted
+        frame, count, notes = first_frame(data, max_message, headers.get("grpc-encoding") or "", content.web)
         anomalies += [f"request_{n}" for n in notes]
-        if len(frames) != 1:
-            anomalies.append(f"grpc_request_messages:{len(frames)}")
-        if frames:
-            params, note = _frame_doc(frames[0], dialect, raw, "request", parse)
+        if count != 1:
+            anomalies.append(f"grpc_request_messages:{count}")
+        if frame is not None:
+            params, note = _frame_doc(frame, dialect, raw, "request", content.codec, parse)
             if note and not note.startswith("grpc_not_decoded"):
                 anomalies.append(f"request_{note}")
     fields = _scalars(params) if params is not None else {}
@@ -200,13 +208,20 @@ def classify_grpc(url: str, headers: Headers, body: bytes | None, max_message: i
 
 
 def _frame_doc(
-    frame: GrpcFrame, dialect: str, method: str, direction: str, how: Callable[..., Any] = decode
+    frame: GrpcFrame,
+    dialect: str,
+    method: str,
+    direction: str,
+    codec: str = "proto",
+    how: Callable[..., Any] = decode,
 ) -> tuple[Any, str | None]:
     if frame.oversize:
         return None, "grpc_message_too_large"
     if frame.error:
         return None, frame.error
-    return how(dialect, method, direction, frame.data)
+    if frame.trailers:
+        return None, "grpc_web_trailers_misplaced"
+    return how(dialect, method, direction, frame.data, codec)
 
 
 def _task_id(operation: str, dialect: str, params: Any) -> str | None:
@@ -222,64 +237,25 @@ def _task_id(operation: str, dialect: str, params: Any) -> str | None:
     return tid if isinstance(tid, str) and tid else None
 
 
-@dataclass(slots=True)
-class GrpcStatus:
-    code: int
-    name: str | None
-    message: str | None
-    reason: str | None  # google.rpc.ErrorInfo.reason from grpc-status-details-bin
-
-
-def grpc_status(headers: Headers, trailers: Headers | None) -> tuple[GrpcStatus | None, list[str]]:
-    """The call's status from its trailers (or its headers, for a trailers-only response)."""
-    anomalies: list[str] = []
-    source = trailers if trailers is not None and trailers.get("grpc-status") is not None else headers
-    raw = source.get("grpc-status")
-    if raw is None:
-        return None, anomalies
-    try:
-        code = int(raw.strip())
-    except ValueError:
-        anomalies.append(f"grpc_status_invalid:{raw[:20]}")
-        code = 2  # UNKNOWN, as gRPC clients read an unparseable status
-    message = source.get("grpc-message")
-    reason = _reason(source.get("grpc-status-details-bin"), anomalies)
-    name = STATUS_NAMES[code] if 0 <= code < len(STATUS_NAMES) else None
-    return GrpcStatus(code, name, unquote(message) if message else None, reason), anomalies
-
-
-def _reason(details: str | None, anomalies: list[str]) -> str | None:
-    if not details:
-        return None
-    from google.protobuf.message import DecodeError
-    from google.rpc import error_details_pb2, status_pb2
-
-    try:
-        status = status_pb2.Status.FromString(base64.b64decode(details + "=" * (-len(details) % 4), validate=True))
-    except (binascii.Error, DecodeError, ValueError):
-        anomalies.append("grpc_status_details_undecodable")
-        return None
-    for any_ in status.details:
-        if any_.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            any_.Unpack(info)
-            return info.reason or None
-    return None
-
-
 Payload = Callable[[Any, int | None, bool, float | None], bool]
 
 
 def message_payload(
-    frame: GrpcFrame, index: int, req: A2ARequest, anomalies: list[str], payload: Payload, ts: float | None
+    frame: GrpcFrame,
+    index: int,
+    req: A2ARequest,
+    anomalies: list[str],
+    payload: Payload,
+    ts: float | None,
+    codec: str = "proto",
 ) -> None:
     """One response message (the `index`-th) decoded and handed to `payload`, or an anomaly saying why not."""
     streaming = req.streaming
-    doc, note = _frame_doc(frame, req.dialect, req.method_raw.rsplit("/", 1)[-1], "response")
+    doc, note = _frame_doc(frame, req.dialect, req.method_raw.rsplit("/", 1)[-1], "response", codec)
     if note:
         anomalies.append(f"{note}:{index}" if streaming else note)
-        return
-    payload(doc, index if streaming else None, False, frame.received or ts)
+    if doc is not None:  # (a message that lost a value ProtoJSON cannot print still counts)
+        payload(doc, index if streaming else None, False, frame.received or ts)
 
 
 def extract_grpc_response(
@@ -294,9 +270,60 @@ def extract_grpc_response(
     """Fill `row` from a gRPC response: each message through `payload(doc, index, error, ts)`, then the status.
 
     Messages come from the live tap, which hands each to `message_payload` as it arrives (`seen` of them, and
-    `ex.grpc_frames` empty), or from `ex.grpc_frames`, or are split from a whole body (flow files)."""
+    `ex.grpc_frames` empty), or from `ex.grpc_frames`, or are split from a whole body (flow files). A gRPC-Web
+    body ends with its trailers, read as the HTTP/2 trailers are."""
     anomalies: list[str] = row["anomalies"]
-    trailers = ex.response_trailers
+    frames = ex.grpc_frames
+    ctype = ex.response_headers.get("content-type")
+    content = grpc_content(ctype) or PROTO
+    version = (ex.http_version or "").upper()
+    if not content.web and version.startswith("HTTP/1"):  # gRPC needs HTTP/2 (its trailers); gRPC-Web does not
+        anomalies.append(f"grpc_over_http1:{clip(version)}")
+    body = ex.response_body
+    if frames is None and grpc_content(ctype) is None:  # e.g. an intermediary's HTML error page: not gRPC
+        if body:
+            anomalies.append(f"grpc_response_not_grpc:{clip((ctype or '').split(';')[0].strip())}")
+        frames = []
+    elif frames is None and content != PROTO and ex.sse_events is not None:
+        anomalies.append(f"grpc_response_not_decoded:{content.label}")  # a live tap splits only application/grpc
+        frames = []
+    if frames is None and body is None and ex.status == 200:
+        anomalies.append("grpc_body_not_stored")  # a flow file written without store_streamed_bodies
+    if frames is None and content.text and body:
+        body = unbase64(body)
+        if body is None:
+            anomalies.append("grpc_web_text_not_base64")
+            frames = []
+    parser = None
+    messages: Iterable[GrpcFrame] = frames or ()
+    if frames is None:  # a whole body: its messages split as they are decoded, never all held at once
+        encoding = ex.response_headers.get("grpc-encoding") or ""
+        messages, parser = body_frames(body or b"", max_message, encoding, ex.ts_end, content.web)
+    streaming = req.streaming
+    row["streamed"] = streaming
+    first_note = len(anomalies)
+    count = seen
+    web_trailers: GrpcFrame | None = None  # the first trailers frame of a gRPC-Web body (the others counted)
+    n_trailers = 0
+    late = False  # a message after gRPC-Web's trailers
+    for frame in messages:
+        if frame.trailers and content.web:
+            web_trailers = web_trailers or frame
+            n_trailers += 1
+            continue
+        if web_trailers is not None and not late:
+            late = True
+            anomalies.append("grpc_web_message_after_trailers")
+        message_payload(frame, count, req, anomalies, payload, ex.ts_end, content.codec)
+        count += 1
+    row["sse_events"] = count if streaming else None
+    notes = parser_anomalies(parser) if parser is not None else []
+    if not streaming and count > 1:
+        notes.append(f"grpc_unary_messages:{count}")
+    anomalies[first_note:first_note] = notes  # the framing's notes first, then each message's
+    if n_trailers > 1:
+        anomalies.append(f"grpc_web_trailers_frames:{n_trailers}")
+    trailers = _trailers(ex.response_trailers, web_trailers, anomalies)
     if trailers is not None:
         echoed = split_uris(
             row["extensions_echoed"] + trailers.get_all("a2a-extensions") + trailers.get_all("x-a2a-extensions"),
@@ -304,27 +331,6 @@ def extract_grpc_response(
         )
         row["extensions_echoed"] = echoed
         row["converse_echoed"] = CONVERSE_URI in echoed
-    frames = ex.grpc_frames
-    ctype = ex.response_headers.get("content-type")
-    if frames is None and not is_grpc(ctype):  # e.g. an intermediary's HTML error page: not gRPC framing
-        if ex.response_body:
-            anomalies.append(f"grpc_response_not_grpc:{clip((ctype or '').split(';')[0].strip())}")
-        frames = []
-    if frames is None and ex.response_body is None and ex.status == 200:
-        anomalies.append("grpc_body_not_stored")  # a flow file written without store_streamed_bodies
-    if frames is None:
-        frames, notes = parse_frames(
-            ex.response_body or b"", max_message, ex.response_headers.get("grpc-encoding") or "", ex.ts_end
-        )
-        anomalies += notes
-    streaming = req.streaming
-    row["streamed"] = streaming
-    count = seen + len(frames)
-    row["sse_events"] = count if streaming else None
-    if not streaming and count > 1:
-        anomalies.append(f"grpc_unary_messages:{count}")
-    for i, frame in enumerate(frames, seen):
-        message_payload(frame, i, req, anomalies, payload, ex.ts_end)
     status, notes = grpc_status(ex.response_headers, trailers)
     anomalies += notes
     if status is None:
@@ -338,3 +344,16 @@ def extract_grpc_response(
             error_message=status.message,  # redacted with every error column (rows.redact_wire_text)
             error_reason=status.reason,
         )
+
+
+def _trailers(http: Headers | None, frame: GrpcFrame | None, anomalies: list[str]) -> Headers | None:
+    """The call's trailers: HTTP/2's, else (gRPC-Web) the body's trailers frame."""
+    if frame is None or (http is not None and http.get("grpc-status") is not None):
+        return http
+    if frame.oversize or frame.error:
+        anomalies.append(f"grpc_web_trailers_undecodable:{frame.error or 'too_large'}")
+        return http
+    block, clean = trailer_block(frame.data)
+    if not clean:
+        anomalies.append("grpc_web_trailers_malformed")
+    return block

@@ -2,16 +2,23 @@
 
 Each message on a gRPC stream is a 5-byte prefix (a compressed flag, 0 or 1, then the length as a 32-bit
 big-endian integer) followed by that many bytes. A compressed message is decoded with the stream's
-`grpc-encoding` through the bounded inflater.
+`grpc-encoding`, bounded, and must be one whole compressed stream: cut short, or followed by other bytes, it is an
+error, not a message (a protobuf message cut at a field boundary would otherwise parse as a shorter one).
 """
 
 from __future__ import annotations
 
+import struct
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .inflate import TooLarge, inflate
+from .inflate import ENCODINGS, TooLarge, inflate
 
 PREFIX = 5
+_HEAD = struct.Struct(">BI")  # the prefix: flag, length
+_WEB_TRAILERS = (0x80, 0x81)  # gRPC-Web's trailers frame (0x81: compressed)
+SLICE = 16 * 1024  # a whole body is split into messages this many bytes at a time (`body_frames`)
 
 
 @dataclass(slots=True)
@@ -24,6 +31,7 @@ class GrpcFrame:
     length: int = 0  # as the prefix declares it (compressed size)
     oversize: bool = False  # longer than the limit (declared, or once decompressed): skipped, never buffered
     error: str | None = None  # why a compressed message could not be decompressed
+    trailers: bool = False  # gRPC-Web: the trailers frame (flag 0x80), `data` its HTTP/1-style header block
 
 
 class GrpcFrameParser:
@@ -31,20 +39,37 @@ class GrpcFrameParser:
 
     A message whose declared length exceeds `max_message_bytes` is reported as soon as its prefix is read
     (`oversize=True`, no data) and its bytes are skipped. A prefix whose flag is neither 0 nor 1 makes the rest
-    of the stream unparseable: `malformed` says where, and later bytes are only counted.
+    of the stream unparseable: `malformed` says where, and later bytes are only counted (`web`: gRPC-Web, whose
+    trailers come as a last frame flagged 0x80, also takes 0x80 and 0x81). `messages` counts the messages whose
+    prefix was read; once `count_only` is set, later messages are only counted (skipped like an oversize one:
+    neither held nor decompressed).
     """
 
-    __slots__ = ("_buf", "_encoding", "_frame", "_skip", "bytes", "malformed", "max_message_bytes")
+    __slots__ = (
+        "_buf",
+        "_encoding",
+        "_frame",
+        "_skip",
+        "bytes",
+        "count_only",
+        "malformed",
+        "max_message_bytes",
+        "messages",
+        "web",
+    )
 
-    def __init__(self, max_message_bytes: int = 16 * 1024 * 1024, encoding: str = "") -> None:
+    def __init__(self, max_message_bytes: int = 16 * 1024 * 1024, encoding: str = "", web: bool = False) -> None:
         self.max_message_bytes = max_message_bytes
         enc = encoding.strip().lower()
         self._encoding = "" if enc == "identity" else enc
         self._buf = bytearray()
-        self._frame: tuple[bool, int] | None = None  # (compressed, length) of the message being read
+        self._frame: tuple[int, int] | None = None  # (flag, length) of the message being read
         self._skip = 0  # bytes of an oversize message still to skip
         self.bytes = 0
         self.malformed: str | None = None
+        self.messages = 0
+        self.count_only = False
+        self.web = web
 
     @property
     def held(self) -> int:
@@ -56,13 +81,13 @@ class GrpcFrameParser:
         For a caller over its memory budget."""
         if self._frame is None:  # at most a part of the next prefix: kept, it is the stream's framing
             return False
-        _compressed, length = self._frame
+        _flag, length = self._frame
         self._skip = length - len(self._buf)
         self._frame = None
         self._buf.clear()
         return True
 
-    def feed(self, chunk: bytes, received: float | None = None) -> list[GrpcFrame]:
+    def feed(self, chunk: bytes | memoryview, received: float | None = None) -> list[GrpcFrame]:
         self.bytes += len(chunk)
         if self.malformed is not None or not chunk:
             return []
@@ -72,60 +97,126 @@ class GrpcFrameParser:
             self._skip -= n
             view = view[n:]
         buf = self._buf
+        if self.count_only and self._frame is None and not buf:  # counted in place, not copied
+            pos = self._count(view, 0, len(view))
+            if self.malformed is None:
+                buf += view[pos:]  # the start of the next prefix
+            return []
         buf += view
         out: list[GrpcFrame] = []
-        pos = 0
+        pos, end, frame = 0, len(buf), self._frame
+        unpack, limit = _HEAD.unpack_from, self.max_message_bytes
         while True:
-            if self._frame is None:
-                if len(buf) - pos < PREFIX:
+            if frame is None:
+                if self.count_only:
+                    pos = self._count(buf, pos, end)
                     break
-                flag = buf[pos]
-                if flag not in (0, 1):
-                    self.malformed = f"flag={flag}@{self.bytes - len(buf) + pos}"
-                    buf.clear()
+                if end - pos < PREFIX:
+                    break
+                flag, length = unpack(buf, pos)
+                if flag > 1 and not (self.web and flag in _WEB_TRAILERS):
+                    self._malformed(flag, self.bytes - end + pos)
                     return out
-                length = int.from_bytes(buf[pos + 1 : pos + PREFIX], "big")
                 pos += PREFIX
-                if length > self.max_message_bytes:
-                    out.append(GrpcFrame(b"", received, flag == 1, length, oversize=True))
-                    have = min(length, len(buf) - pos)
+                self.messages += 1
+                if length > limit:
+                    out.append(GrpcFrame(b"", received, flag & 1 == 1, length, oversize=True, trailers=flag > 1))
+                    have = min(length, end - pos)
                     pos += have
                     self._skip = length - have
                     if self._skip:
                         break
                     continue
-                self._frame = (flag == 1, length)
-            compressed, length = self._frame
-            if len(buf) - pos < length:
+                frame = (flag, length)
+            flag, length = frame
+            if end - pos < length:
                 break
-            data = bytes(buf[pos : pos + length])
+            with memoryview(buf) as whole:  # (one copy: a slice of the bytearray would be a second)
+                data = bytes(whole[pos : pos + length])
             pos += length
-            self._frame = None
-            out.append(self._message(data, compressed, received))
-        del buf[:pos]
+            frame = None
+            got = self._message(data, received) if flag & 1 else GrpcFrame(data, received, False, length)
+            got.trailers = flag > 1
+            out.append(got)
+        self._frame = frame
+        if self.malformed is None:
+            del buf[:pos]
         return out
+
+    def _count(self, data: bytearray | memoryview, pos: int, end: int) -> int:
+        """Count-only: the messages of `data[pos:end]` (the chunk's last bytes) skipped, prefix by prefix (a tight
+        loop: a body of 5-byte empty messages costs no object per message); the position reached, the rest of a
+        message left to skip."""
+        unpack, n = _HEAD.unpack_from, 0
+        while end - pos >= PREFIX:
+            flag, length = unpack(data, pos)
+            if flag > 1 and not (self.web and flag in _WEB_TRAILERS):
+                self._malformed(flag, self.bytes - end + pos)
+                break
+            n += 1
+            pos += PREFIX + length
+        self.messages += n
+        if pos > end:
+            self._skip = pos - end
+            pos = end
+        return pos
+
+    def _malformed(self, flag: int, offset: int) -> None:
+        self.malformed = f"flag={flag}@{offset}"
+        self._buf.clear()
+        self._frame = None
 
     def pending(self) -> int:
         """Bytes of an incomplete message (prefix included) held or skipped: non-zero at the end means a cut."""
         held = len(self._buf) + (PREFIX if self._frame is not None else 0)
         return held + self._skip
 
-    def _message(self, data: bytes, compressed: bool, received: float | None) -> GrpcFrame:
-        frame = GrpcFrame(data, received, compressed, len(data))
-        if not compressed:
-            return frame
-        frame.data = b""
+    def _message(self, data: bytes, received: float | None) -> GrpcFrame:
+        """A compressed message, decompressed."""
+        frame = GrpcFrame(b"", received, True, len(data))
         if not self._encoding:
             frame.error = "compressed_without_grpc_encoding"
             return frame
+        if self._encoding not in ENCODINGS:  # one coding, as gRPC names it (not a list)
+            frame.error = f"grpc_encoding_invalid:{self._encoding[:40]}"
+            return frame
         try:
-            frame.data = inflate(data, self._encoding, self.max_message_bytes)
+            frame.data = inflate_message(data, self._encoding, self.max_message_bytes)
         except TooLarge:
             frame.oversize = True
-        except ValueError as e:
-            unsupported = "unsupported" in str(e)
-            frame.error = f"grpc_encoding_invalid:{self._encoding[:40]}" if unsupported else "inflate_failed"
+        except ValueError:
+            frame.error = "inflate_failed"
         return frame
+
+
+def inflate_message(data: bytes, encoding: str, limit: int) -> bytes:
+    """One compressed message decoded (TooLarge past `limit`, ValueError when it is not one whole stream).
+
+    gzip and deflate (zlib-wrapped, or raw as some servers send it), the codings gRPC names, must end where the
+    message ends; other codings the bounded inflater knows are decoded by it."""
+    try:
+        if encoding in ("gzip", "x-gzip"):
+            return _zlib_whole(data, 16 + zlib.MAX_WBITS, limit)
+        if encoding == "deflate":
+            try:
+                return _zlib_whole(data, zlib.MAX_WBITS, limit)
+            except zlib.error:
+                return _zlib_whole(data, -zlib.MAX_WBITS, limit)
+    except zlib.error as e:
+        raise ValueError(f"cannot decode {encoding}: {e}") from e
+    return inflate(data, encoding, limit)
+
+
+def _zlib_whole(data: bytes, wbits: int, limit: int) -> bytes:
+    obj = zlib.decompressobj(wbits)
+    out = obj.decompress(data, limit + 1)  # at most one byte past the limit is ever produced
+    if len(out) > limit:
+        raise TooLarge(limit)
+    if not obj.eof:
+        raise ValueError("compressed message cut short")
+    if obj.unused_data:
+        raise ValueError("bytes after the compressed message")
+    return out
 
 
 def parse_frames(
@@ -138,6 +229,39 @@ def parse_frames(
     parser = GrpcFrameParser(max_message_bytes, encoding)
     frames = parser.feed(body, received)
     return frames, parser_anomalies(parser)
+
+
+def body_frames(
+    body: bytes,
+    max_message_bytes: int = 16 * 1024 * 1024,
+    encoding: str = "",
+    received: float | None = None,
+    web: bool = False,
+) -> tuple[Iterator[GrpcFrame], GrpcFrameParser]:
+    """The messages of a whole body, split SLICE bytes at a time as they are taken: a body of a million empty
+    messages is never a million objects at once. `parser_anomalies(parser)` once they have all been taken."""
+    parser = GrpcFrameParser(max_message_bytes, encoding, web)
+    view = memoryview(body)
+
+    def frames() -> Iterator[GrpcFrame]:
+        for start in range(0, len(view), SLICE):
+            yield from parser.feed(view[start : start + SLICE], received)
+
+    return frames(), parser
+
+
+def first_frame(
+    body: bytes, max_message_bytes: int = 16 * 1024 * 1024, encoding: str = "", web: bool = False
+) -> tuple[GrpcFrame | None, int, list[str]]:
+    """The first message of a whole body (a unary request), how many messages it holds and its anomalies. The
+    others are only counted: never copied, never decompressed."""
+    parser = GrpcFrameParser(max_message_bytes, encoding, web)
+    view = memoryview(body)
+    end = PREFIX + int.from_bytes(view[1:PREFIX], "big") if len(view) >= PREFIX else len(view)
+    frames = parser.feed(view[:end])
+    parser.count_only = True
+    parser.feed(view[end:])
+    return (frames[0] if frames else None), parser.messages, parser_anomalies(parser)
 
 
 def parser_anomalies(parser: GrpcFrameParser) -> list[str]:
