@@ -44,6 +44,7 @@ def export_otlp(
     """
     from ..export.backfill import export_otlp as run_export
     from ..export.live import check_endpoint
+    from ..export.otel import shown
 
     why = check_endpoint(endpoint)
     if why is not None:
@@ -61,7 +62,7 @@ def export_otlp(
     if result.exchanges == 0:
         raise UsageError(f"no exchanges in {dataset} match; nothing was sent (check --since/--until/--agent)")
     click.echo(
-        f"{result.exported} of {result.exchanges} exchange spans accepted by {endpoint}"
+        f"{result.exported} of {result.exchanges} exchange spans accepted by {shown(endpoint)}"
         + (
             f"; {result.failed} refused or unanswered, {result.dropped} not sent"
             if result.exported < result.exchanges

@@ -4,9 +4,12 @@ all (the proxy only ever writes into its never-blocking pipe)."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import re
 import socket
+import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +20,10 @@ from .spans import build_span, card_agents
 log = logging.getLogger("converse_tap.export")
 _HOSTPORT = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:\s\[\]]*)):(?P<port>\d{1,5})$")
 MAX_CARD_NAMES = 10_000
+# seconds a worker waits for its metrics port while the worker it replaced still holds it (that one is killed
+# after addon.channel.KILL_AFTER, 10 s, once asked to close)
+PORT_WAIT = 30.0
+_NOT_SERVED = "converse-tap: cannot serve metrics on %s (%s); recording goes on without them"
 MAX_NAME = 256  # characters of a card's name kept for spans (a name, like the URLs keying it, is the card's making)
 
 
@@ -78,6 +85,8 @@ class LiveExport:
         self.metrics: Any = None
         self.text = bool(config.get("otel_text")) and config.get("text") == "keep"
         self._health = health
+        self._lock = threading.Lock()  # serving the metrics port, and closing
+        self._closed = False
         self._names: OrderedDict[str, str] = OrderedDict()  # agent -> name on its card, as cards are recorded
         endpoint = config.get("otlp_endpoint") or ""
         listen = config.get("metrics_listen") or ""
@@ -85,20 +94,50 @@ class LiveExport:
             from .otel import SpanExport
 
             self.spans = SpanExport(endpoint)
-            log.info("converse-tap: exporting spans to %s", self.spans.endpoint)
+            log.info("converse-tap: exporting spans to %s", self.spans.shown)
         if listen:
             from .metrics import LiveMetrics
 
             self.metrics = LiveMetrics(max_agents=int(config.get("metrics_agents") or 100), health=self.health)
             host, port = parse_listen(listen)
             try:
-                port = self.metrics.serve(host, port)
+                self._served(host, self.metrics.serve(host, port))
             except OSError as e:
-                log.error("converse-tap: cannot serve metrics on %s (%s); recording goes on without them", listen, e)
-                self.metrics = None
-            else:
-                shown = f"[{host}]" if ":" in host else host
-                log.info("converse-tap: metrics at http://%s:%d/metrics", shown, port)
+                if e.errno != errno.EADDRINUSE:
+                    log.error(
+                        "converse-tap: cannot serve metrics on %s (%s); recording goes on without them", listen, e
+                    )
+                    self.metrics = None
+                else:  # the worker the options replaced may still hold it while it finishes its files
+                    waiting = threading.Thread(
+                        target=self._serve_once_free, args=(host, port, listen), name="converse-tap-metrics-wait"
+                    )
+                    waiting.daemon = True
+                    waiting.start()
+
+    def _served(self, host: str, port: int) -> None:
+        shown = f"[{host}]" if ":" in host else host
+        log.info("converse-tap: metrics at http://%s:%d/metrics", shown, port)
+
+    def _serve_once_free(self, host: str, port: int, listen: str) -> None:
+        """Bind the metrics port as soon as it is free, for up to PORT_WAIT seconds: the options checked it was
+        free or ours, so it is held by the worker they replaced, which lets go once its files are written."""
+        deadline = time.monotonic() + PORT_WAIT
+        while True:
+            time.sleep(0.1)
+            with self._lock:
+                metrics = self.metrics
+                if self._closed or metrics is None:
+                    return
+                try:
+                    self._served(host, metrics.serve(host, port))
+                    return
+                except OSError as e:
+                    if e.errno != errno.EADDRINUSE or time.monotonic() > deadline:
+                        log.error(
+                            "converse-tap: cannot serve metrics on %s (%s); recording goes on without them", listen, e
+                        )
+                        return
 
     @property
     def on(self) -> bool:
@@ -154,6 +193,8 @@ class LiveExport:
         if self.spans is not None:
             s = self.spans.close()
             parts.append(f"spans exported {s.exported}, failed {s.failed}, dropped {s.dropped}")
-        if self.metrics is not None:
-            self.metrics.close()
+        with self._lock:
+            self._closed = True
+            if self.metrics is not None:
+                self.metrics.close()
         return "; ".join(parts)

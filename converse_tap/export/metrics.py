@@ -1,7 +1,8 @@
 """Live Prometheus metrics of the recorded traffic and of the recorder itself (`prometheus-client`, `otel` extra).
 
 Updated by the recording worker as each exchange's rows arrive, served at `/metrics` by prometheus-client's
-HTTP server on its own threads: a scraper that is slow or never reads holds only its own connection's thread.
+WSGI app on the HTTP server of export/serve.py, on its own threads: a scraper that is slow or never reads holds
+only its own connection's thread, for a bounded time, and only a bounded number of connections are served at once.
 Label sets are bounded: no ids as labels, agents past `max_agents` count as `other`, every other label keeps at
 most a fixed number of distinct values (the rest are `other`), and each agent at most MAX_SERIES combinations
 of them per metric (the rest count under `other` in every label but the agent): values bounded one by one still
@@ -9,7 +10,9 @@ multiply (50 authors × 50 coverages × 50 reasons from one agent's envelopes). 
 methods and bindings, the envelope's enums) always have series of their own, whatever else the wire sent first;
 an agent's slot is given to another agent once it has been idle AGENT_IDLE seconds (its series are removed: a
 counter that comes back starts from zero, which `rate` and `increase` take as a reset), so agents that came
-once, or a burst of made-up ones, do not keep today's agents under `other` for the worker's life.
+once, or a burst of made-up ones, do not keep today's agents under `other` for the worker's life. What each
+bound folds into `other` is counted (`converse_tap_metric_labels_folded_total`, by label). Label values are made
+carriable (export/values.py): one lone surrogate in a label made every later scrape fail.
 
 Live counters are not the report's definitions: see docs/operations.md ("Live metrics").
 """
@@ -34,6 +37,7 @@ from ..a2a.constants import (
 )
 from ..a2a.redact import SHORT_TEXT
 from .spans import is_reply
+from .values import fit
 
 OTHER = "other"
 MAX_VALUES = 50  # distinct values kept per label (other than agent)
@@ -50,8 +54,15 @@ KNOWN = {
     "reason": COVERAGE_REASONS | {""},
     "status": ROUTINE_STATUSES,
     "invocation": INVOCATION_OUTCOMES,
+    "outcome": frozenset({"ok", "error", "incomplete"}),  # (of an exchange: ours, never the wire's)
+    "routine": frozenset(),  # names are the agent's
 }
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+def label_value(value: Any) -> str:
+    """A label value of the wire's making as it is kept: at most MAX_LABEL_LENGTH characters, carriable."""
+    return "" if value is None else fit(str(value), MAX_LABEL_LENGTH)
 
 
 class Bounded:
@@ -64,7 +75,7 @@ class Bounded:
         self.values: set[str] = set()
 
     def __call__(self, value: Any) -> str:
-        text = "" if value is None else str(value)[:MAX_LABEL_LENGTH]
+        text = label_value(value)
         if text in self.known or text in self.values:
             return text
         if len(self.values) < self.limit:
@@ -88,7 +99,7 @@ class AgentSlots:
         self.last: OrderedDict[str, float] = OrderedDict()  # agent -> when last seen, least recent first
 
     def __call__(self, value: Any) -> str:
-        text = "" if value is None else str(value)[:MAX_LABEL_LENGTH]
+        text = label_value(value)
         now = self.clock()
         if text in self.last:
             self.last[text] = now
@@ -168,6 +179,27 @@ class LiveMetrics:
         self.anomalies = Counter(
             "converse_tap_anomalies", "Conformance and capture anomalies by kind", ["kind"], registry=r
         )
+        self.folded = Counter(
+            "converse_tap_metric_labels_folded",
+            "Label values counted as `other` because the label's bound was reached (agent: every slot busy; "
+            "series: the agent's combinations of one metric)",
+            ["label"],
+            registry=r,
+        )
+        self.refused = Counter(
+            "converse_tap_metrics_connections_refused",
+            "Connections to /metrics closed unanswered: MAX_CONNECTIONS were open already",
+            registry=r,
+        )
+        # which KNOWN values each metric's labels (but the agent) take
+        self._kinds: dict[Any, tuple[str, ...]] = {
+            self.exchanges: ("method", "binding", "outcome"),
+            self.replies: ("author", "coverage", "reason"),
+            self.routines: ("routine", "status"),
+            self.invocations: ("invocation",),
+            self.duration: ("method",),
+            self.first_event: (),
+        }
         if health is not None:
             r.register(_Health(health))
         self._server: Any = None
@@ -176,7 +208,13 @@ class LiveMetrics:
         bound = self._bound.get(label)
         if bound is None:
             bound = self._bound[label] = Bounded(MAX_VALUES, KNOWN.get(label, frozenset()))
-        return bound(value)
+        return self._fold(label, value, bound(value))
+
+    def _fold(self, label: str, value: Any, kept: str) -> str:
+        """`kept`, counting it when a bound made it `other`."""
+        if kept == OTHER and label_value(value) != OTHER:
+            self.folded.labels(label).inc()
+        return kept
 
     def _forget_agent(self, agent: str) -> None:
         """Remove every series of an agent whose slot goes to another."""
@@ -187,18 +225,24 @@ class LiveMetrics:
                     metric.remove(agent, *values)
 
     def _labels(self, metric: Any, agent: str, *values: str) -> Any:
-        """`metric.labels(agent, *values)`, the values `other` once the agent has MAX_SERIES combinations."""
+        """`metric.labels(agent, *values)`, the values `other` once the agent has MAX_SERIES combinations, unless
+        each is a value the spec names (those combinations are few, and keep their series whatever came first).
+        Every combination used is remembered, `other` too: an agent's series are all removed with its slot."""
         seen = self._series.setdefault((metric, agent), set())
         if values not in seen:
-            if len(seen) < MAX_SERIES:
-                seen.add(values)
-            else:
+            if len(seen) >= MAX_SERIES and not self._spec_named(metric, values):
                 values = (OTHER,) * len(values)
+                self.folded.labels("series").inc()
+            seen.add(values)
         return metric.labels(agent, *values)
+
+    def _spec_named(self, metric: Any, values: tuple[str, ...]) -> bool:
+        kinds = self._kinds[metric]
+        return all(v in KNOWN[k] for k, v in zip(kinds, values, strict=True))
 
     def observe(self, row: dict[str, Any], messages: list[dict[str, Any]], first_event: float | None = None) -> None:
         """One exchange's rows (timestamps in integer microseconds, as the writer hands them on)."""
-        agent = self.agent(row.get("agent"))
+        agent = self._fold("agent", row.get("agent"), self.agent(row.get("agent")))
         method = self._b("method", row.get("method"))
         self._labels(self.exchanges, agent, method, self._b("binding", row.get("binding")), outcome(row)).inc()
         start, end = row.get("ts_start"), row.get("ts_end")
@@ -243,11 +287,12 @@ class LiveMetrics:
     # -- serving ----------------------------------------------------------------------------------------------
     def serve(self, host: str, port: int) -> int:
         """Serve /metrics; returns the port (0 picks a free one)."""
-        from prometheus_client import start_http_server
+        from prometheus_client import make_wsgi_app
 
-        server, _thread = start_http_server(port, host, registry=self.registry)
-        self._server = server
-        return int(server.server_address[1])
+        from .serve import serve
+
+        self._server, port = serve(make_wsgi_app(self.registry), host, port, self.refused.inc)
+        return port
 
     def close(self) -> None:
         if self._server is not None:

@@ -6,6 +6,8 @@ one thread drains in batches to the collector. Adding a span never waits: when t
 that is down, slow or failing) the span is dropped and counted (full: 4096 spans, or MAX_QUEUE_BYTES of their
 names and string values, which come from the wire), and the failure is logged once per interval.
 `close` waits a bounded time for what is queued. In `wait` mode (the backfill) adding a span waits for room.
+A request holds at most `batch` spans and MAX_BATCH_BYTES of them (a span bigger alone): collectors refuse a
+request past a size (the OpenTelemetry Collector's default: 20 MiB), and with it every span it carried.
 
 The standard OTEL_EXPORTER_OTLP_HEADERS / _TIMEOUT / _COMPRESSION (and their _TRACES_ forms), OTEL_SERVICE_NAME
 and OTEL_RESOURCE_ATTRIBUTES are honoured by the SDK; the endpoint is the one given (a base URL, to which
@@ -27,7 +29,8 @@ from .spans import SpanData, span_bytes
 
 log = logging.getLogger("converse_tap.export")
 LOG_INTERVAL = 60.0
-MAX_QUEUE_BYTES = 32 << 20  # of span names and string attribute values, as `span_bytes` counts them
+MAX_QUEUE_BYTES = 32 << 20  # of spans, as `span_bytes` counts them
+MAX_BATCH_BYTES = 4 << 20  # of the spans of one request
 
 
 def traces_url(endpoint: str) -> str:
@@ -37,6 +40,14 @@ def traces_url(endpoint: str) -> str:
     return endpoint.rstrip("/") + "/v1/traces"
 
 
+def shown(endpoint: str) -> str:
+    """The endpoint as messages and logs show it: without userinfo (a collector's basic-auth password, which the
+    exporter sends from there) and with secret query values redacted, as stored URLs are."""
+    from ..a2a.redact import NO_OPERATOR_PATTERNS
+
+    return NO_OPERATOR_PATTERNS.url(endpoint.strip())
+
+
 def check_endpoint(endpoint: str) -> str | None:
     """Why an endpoint cannot be used, or None."""
     from urllib.parse import urlsplit
@@ -44,13 +55,13 @@ def check_endpoint(endpoint: str) -> str | None:
     try:
         parts = urlsplit(endpoint.strip())
     except ValueError as e:  # `http://[::1`: a bracket never closed
-        return f"{endpoint!r} is not a URL ({e}); give e.g. http://127.0.0.1:4318 (an OTLP/HTTP collector)"
+        return f"{shown(endpoint)!r} is not a URL ({e}); give e.g. http://127.0.0.1:4318 (an OTLP/HTTP collector)"
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"{endpoint!r} is not an http(s) URL; give e.g. http://127.0.0.1:4318 (an OTLP/HTTP collector)"
+        return f"{shown(endpoint)!r} is not an http(s) URL; give e.g. http://127.0.0.1:4318 (an OTLP/HTTP collector)"
     try:
         parts.port  # noqa: B018
     except ValueError as e:
-        return f"{endpoint!r}: {e}"
+        return f"{shown(endpoint)!r}: {e}"
     return None
 
 
@@ -81,6 +92,7 @@ class SpanExport:
         max_queue: int = 4096,
         max_bytes: int = MAX_QUEUE_BYTES,
         batch: int = 512,
+        batch_bytes: int = MAX_BATCH_BYTES,
         wait: bool = False,
         exporter: Any = None,
     ) -> None:
@@ -93,10 +105,12 @@ class SpanExport:
 
         self._trace = trace
         self.endpoint = traces_url(endpoint)
+        self.shown = shown(self.endpoint)  # for logs
         self.stats = ExportStats()
         self.max_queue = max_queue
         self.max_bytes = max_bytes
         self.batch = batch
+        self.batch_bytes = batch_bytes
         self.wait = wait
         self._queue: deque[Any] = deque()
         self._sizes: deque[int] = deque()  # span_bytes of each queued span
@@ -183,7 +197,7 @@ class SpanExport:
             self._sizes.append(size)
             self._queued_bytes += size
             self.stats.queued += 1
-            if len(self._queue) >= self.batch:
+            if len(self._queue) >= self.batch or self._queued_bytes >= self.batch_bytes:
                 self._cond.notify_all()
 
     def _full(self, size: int) -> bool:
@@ -204,8 +218,12 @@ class SpanExport:
                     if self._closing:
                         return
                     continue
-                batch = [self._queue.popleft() for _ in range(min(self.batch, len(self._queue)))]
-                self._queued_bytes -= sum(self._sizes.popleft() for _ in batch)
+                batch = [self._queue.popleft()]
+                size = self._sizes.popleft()
+                while self._queue and len(batch) < self.batch and size + self._sizes[0] <= self.batch_bytes:
+                    batch.append(self._queue.popleft())
+                    size += self._sizes.popleft()
+                self._queued_bytes -= size
                 self._inflight = len(batch)
                 self._cond.notify_all()  # room for a waiting producer
             try:
@@ -227,7 +245,7 @@ class SpanExport:
             log.warning(
                 "converse-tap: OTLP export to %s is failing or behind: %d spans not accepted, %d dropped "
                 "(queue full) so far; traffic and recording are unaffected",
-                self.endpoint,
+                self.shown,
                 self.stats.failed,
                 self.stats.dropped,
             )

@@ -7,6 +7,13 @@ Names follow OpenTelemetry's GenAI conventions for A2A and the open proposal for
 envelope goes into `converse.*` attributes of one `converse.reply` event per reply, and each assessed coverage
 verdict is also a `gen_ai.evaluation.result` event. No message text unless the caller asks for it (`text`),
 and then only what the dataset's policy kept (`keep`): a hashed or dropped text never leaves.
+
+Every string goes out carriable (export/values.py: lone surrogates escaped as the stored rows escape them). A span
+is named by its A2A method, or OTHER_METHOD (as OpenTelemetry names an unknown HTTP method) when A2A defines no
+such method: the recorder keeps whatever method a request with A2A headers names, and a caller sending made-up
+methods made one span name per call, where names are meant to be few (backends index them, span metrics make a
+series of each). `a2a.method.name` has the method either way. Ids that are not W3C ids (a tampered dataset) are
+replaced by the derived ones.
 """
 
 from __future__ import annotations
@@ -15,10 +22,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..a2a import urls
+from ..a2a.constants import CARD_METHOD, JSONRPC_V1_METHODS
 from ..a2a.extract import agent_of
 from ..a2a.traceparent import own_trace_id, span_id_for
+from .values import fit, hex_id
 
 BINDINGS = ("jsonrpc", "rest", "grpc")  # `card` (a well-known card fetch) has no A2A binding: left out
+METHODS = frozenset(JSONRPC_V1_METHODS) | {CARD_METHOD}  # the span names (v1.0 names, whatever the dialect)
+OTHER_METHOD = "_OTHER"
 
 
 @dataclass(slots=True)
@@ -42,11 +53,16 @@ class SpanData:
 
 
 def span_bytes(data: SpanData) -> int:
-    """What a span holds that the wire sized: its name and string attribute values (of its events too)."""
-    total = len(data.name)
+    """About what a span takes in an OTLP request: its name, its attributes' keys and values and its events'
+    (strings as UTF-8, a fixed amount for each attribute, event and span beside)."""
+    total = 64 + _size(data.name)
     for attrs in (data.attributes, *(ev.attributes for ev in data.events)):
-        total += sum(len(v) for v in attrs.values() if isinstance(v, str))
+        total += 24 + sum(len(k) + 12 + (_size(v) if isinstance(v, str) else 8) for k, v in attrs.items())
     return total
+
+
+def _size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def card_agents(card: dict[str, Any]) -> list[str]:
@@ -94,7 +110,11 @@ def reply_attributes(m: dict[str, Any], text: bool = False) -> dict[str, Any]:
         attrs["converse.citations.count"] = int(m["citation_count"])
     if text and isinstance(m.get("text"), str) and not m["text"].startswith("sha256:"):
         attrs["converse.text"] = m["text"]
-    return attrs
+    return _fitted(attrs)
+
+
+def _fitted(attrs: dict[str, Any]) -> dict[str, Any]:
+    return {k: fit(v) for k, v in attrs.items()}
 
 
 def build_span(
@@ -153,19 +173,21 @@ def build_span(
             verdict = {"gen_ai.evaluation.name": "answer_coverage", "gen_ai.evaluation.score.label": m["coverage"]}
             _put(verdict, "gen_ai.evaluation.explanation", m.get("coverage_reason"))
             _put(verdict, "a2a.message.id", m.get("message_id"))
-            events.append(SpanEvent("gen_ai.evaluation.result", ts, verdict))
+            events.append(SpanEvent("gen_ai.evaluation.result", ts, _fitted(verdict)))
     failed = error_type is not None or (row.get("status_code") or 0) >= 500
     if not failed and not row.get("complete") and row.get("error"):
         error_type = "incomplete"
         failed = True
+    trace_id = hex_id(row.get("trace_id"), 32)
+    parent = hex_id(row.get("parent_span_id"), 16) if trace_id else None  # the caller's span, in the caller's trace
     return SpanData(
-        name=str(row["method"]),
-        trace_id=row.get("trace_id") or own_trace_id(exchange_id),
-        span_id=row.get("span_id") or span_id_for(exchange_id),
-        parent_span_id=row.get("parent_span_id"),
+        name=row["method"] if row["method"] in METHODS else OTHER_METHOD,
+        trace_id=trace_id or own_trace_id(exchange_id),
+        span_id=hex_id(row.get("span_id"), 16) or span_id_for(exchange_id),
+        parent_span_id=parent,
         start=start,
         end=end,
-        attributes=attrs,
+        attributes=_fitted(attrs),
         events=events,
         error=(error_type or "error") if failed else None,
     )

@@ -91,9 +91,11 @@ def test_export_otlp_window_and_text_opt_in(golden: Path) -> None:
 
 def test_export_otlp_to_a_failing_collector_exits_1(golden: Path) -> None:
     with Collector("fail") as col:
-        r = CliRunner().invoke(cli, ["export", "otlp", str(golden), "--endpoint", col.url])
+        endpoint = col.url.replace("http://", "http://tap:COLLECTORPW@")  # (sent as basic auth, never shown)
+        r = CliRunner().invoke(cli, ["export", "otlp", str(golden), "--endpoint", endpoint])
     assert r.exit_code == 1 and "0 of 9 exchange spans accepted" in r.stderr and "Traceback" not in r.output
     assert col.requests  # it did try
+    assert col.url.removeprefix("http://") in r.stderr and "COLLECTORPW" not in r.stderr + r.stdout
 
 
 @pytest.mark.parametrize(
