@@ -1,4 +1,5 @@
-"""Compressed captures (a year of `mitmdump -w` files or HAR exports is usually kept as `.gz`, `.bz2` or `.xz`):
+"""Compressed captures (a year of `mitmdump -w` files or HAR exports is usually kept as `.gz`, `.bz2` or `.xz`;
+mitmproxy writes its HAR export zlib-compressed as `.zhar`):
 recognised by their magic bytes and decompressed, a megabyte at a time, into a temporary file that ingest then
 reads like any other capture (split among processes, read record by record, damage reported where it is).
 
@@ -31,6 +32,9 @@ MAGIC = {
     b"\xfd7zXZ\x00": "xz",
     b"\x28\xb5\x2f\xfd": "zstd",
     b"PK\x03\x04": "zip",  # a HAR in a zip (Playwright's `.har.zip`: the HAR and its bodies as files beside it)
+    # a bare zlib stream: mitmproxy's own compressed HAR export (`save.har FILE.zhar`, `--set hardump=FILE.zhar`);
+    # its header at each compression level, and taken only when the first bytes inflate (`compression_of`)
+    **dict.fromkeys((b"\x78\x01", b"\x78\x5e", b"\x78\x9c", b"\x78\xda"), "zlib"),
 }
 _STEP = 1 << 20  # bytes decompressed at a time
 _CHECK = 64 << 20  # bytes written between two looks at the disk's free space
@@ -51,9 +55,15 @@ class NotDecompressed(Exception):
 
 
 def compression_of(head: bytes) -> str | None:
-    """The compression whose magic bytes `head` starts with, or None."""
+    """The compression whose magic bytes `head` starts with, or None. A zlib header is two bytes that text may
+    start with (`x^`): it is a zlib stream only if the bytes after it inflate."""
     for magic, name in MAGIC.items():
         if head.startswith(magic):
+            if name == "zlib":
+                try:
+                    zlib.decompressobj().decompress(head, 1 << 16)  # (bounded: a look, not a bomb)
+                except zlib.error:
+                    return None
             return name
     return None
 
@@ -68,6 +78,8 @@ def opened(name: str, raw: BinaryIO) -> io.BufferedIOBase | IO[bytes]:
         return bz2.BZ2File(raw, "rb")
     if name == "zstd":
         return zstd.ZstdFile(raw, "rb")
+    if name == "zlib":
+        return io.BufferedReader(_Zlib(raw))
     return io.BufferedReader(_Xz(raw))
 
 
@@ -116,6 +128,31 @@ class _Xz(io.RawIOBase):
                 return len(out)
 
 
+class _Zlib(io.RawIOBase):
+    """A zlib stream decompressed a read at a time (`zlib.decompressobj` with its output bounded by the read)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.decoder = zlib.decompressobj()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while True:
+            if self.decoder.eof:
+                if self.decoder.unused_data or self.raw.read(1):
+                    raise zlib.error("bytes after the end of the zlib stream")
+                return 0
+            data = self.decoder.unconsumed_tail or self.raw.read(_STEP)
+            if not data:
+                raise EOFError("the file ends inside a zlib stream")
+            out = self.decoder.decompress(data, len(buffer))
+            if out:
+                buffer[: len(out)] = out
+                return len(out)
+
+
 # what the xz and zstd decoders say of a stream that asks for more memory than they allow (the xz decoder's limit
 # is XZ_MEMLIMIT, the zstd decoder's own is the same 128 MiB), what the stream declares, and what to run instead
 _TOO_BIG = {"xz": ("memory", "the dictionary", "xz -d"), "zstd": ("too much memory", "the window", "zstd -d --long=31")}
@@ -148,10 +185,13 @@ def decompress(path: Path, name: str, folder: Path, read: Callable[[int], None] 
     room = _room(folder)
     with open(fd, "wb") as dst, open_regular(path) as raw:  # (the descriptor closed whatever happens)
         src = opened(name, raw)  # (a zip other than a HAR's: NotDecompressed, nothing written)
+        # one decompression step a read (`read1`): `read` gathers steps up to _STEP and drops them all when a later
+        # one fails, so that a cut capture of less than a megabyte lost every record before the damage
+        step = getattr(src, "read1", src.read)
         try:
             while True:
                 try:
-                    data = src.read(_STEP)
+                    data = step(_STEP)
                 except (
                     OSError, EOFError, ValueError, RuntimeError, NotImplementedError, zlib.error, lzma.LZMAError,
                     zstd.ZstdError, zipfile.BadZipFile,

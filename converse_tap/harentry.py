@@ -10,12 +10,9 @@ import base64
 import hashlib
 import json
 import math
-import os
 import uuid
-import zipfile
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from mitmproxy import http
 from mitmproxy.io import har
@@ -27,9 +24,9 @@ from .a2a.exchange import HttpExchange
 from .a2a.headers import Headers
 from .a2a.inflate import inflate
 from .addon.flows import DEFAULT_MAX_BODY, PREFIX, exchange_from_flow
-from .capturefile import open_regular
-from .harfile import attachment_name
-from .harfit import fitted
+from .har_attach import Attachments, attached_bodies
+from .har_wire import server_address, unstored, wire_size
+from .harfit import base64_request, fitted
 
 MAX_HEADERS = 10_000  # header fields of a request or response
 _MAX_TS = 253_402_300_799.0  # 9999-12-31T23:59:59Z
@@ -77,6 +74,9 @@ def exchange(
     anomalies: list[str] = []
     timings: dict[str, Any] = entry["timings"] if isinstance(entry.get("timings"), dict) else {}
     total = _number(entry.get("time"), "time", anomalies)  # not stated: the duration is unknown, not 0
+    if total is not None and total < 0:  # -1: HAR's "not known"; any other, a duration no clock measured
+        anomalies.extend(["har_timing_unrepresentable:time"] if total != -1 else [])
+        total = None
     waits = [_number(timings.get(k), k, anomalies) for k in ("blocked", "dns", "connect", "send", "wait")]
     for side in ("request", "response"):
         headers = entry[side].get("headers") if isinstance(entry.get(side), dict) else None
@@ -84,11 +84,12 @@ def exchange(
             raise ValueError(f"{side}.headers holds more than {MAX_HEADERS} fields")
     fid = entry_id(entry, size)
     fit = fitted(entry, anomalies)
-    entry, big = _attached(fit.entry, attached, max_body, anomalies)
+    entry, big = attached_bodies(fit.entry, attached, max_body, anomalies)
     entry, request_big, response_big = _without_large_bodies(entry, max_body)
+    entry = base64_request(entry, anomalies)
     request_big, response_big = request_big or big.get("request"), response_big or big.get("response")
     entry, codings, encoded = _codings_apart(entry, anomalies)
-    url = entry["request"].get("url") if isinstance(entry.get("request"), dict) else None
+    url = stated_url = entry["request"].get("url")
     try:
         flow = har.request_to_flow({**entry, "time": total or 0.0})
     except ValueError:
@@ -106,6 +107,7 @@ def exchange(
     flow.id = fid
     if not fit.responded:
         flow.response = None
+    unkept = unstored(flow, fit)
     _http_versions(flow, entry, anomalies)
     if fit.started:
         _times(flow, entry, total, waits, anomalies)
@@ -116,9 +118,17 @@ def exchange(
     ex = exchange_from_flow(flow, max_body=max_body, source="ingest", extra_anomalies=anomalies)
     if url is not None:
         ex.url = url
-    failure = entry["response"].get("_error")  # Chrome's reason for a request that got no response (status 0)
-    if isinstance(failure, str) and failure and ex.error is None:
-        ex.error = clip(failure)
+    ex.client_addr, ex.server_addr = None, server_address(entry, stated_url)
+    if not entry["request"]["httpVersion"].strip():  # none stated (the importer's HTTP/1.1 is made up)
+        ex.http_version = None
+    if not fit.response_stored:
+        ex.bytes_out = unkept
+    if flow.response is None and ex.ts_start is not None and total is not None:  # when it failed, as a flow's error
+        ex.ts_end = ex.ts_start + total / 1000.0 if abs(ex.ts_start + total / 1000.0) <= _MAX_TS else None
+    for key in ("_error", "_failureText"):  # the reason a request got no response (Chrome's, Playwright's)
+        failure = entry["response"].get(key)
+        if isinstance(failure, str) and failure and ex.error is None:
+            ex.error = clip(failure)
     if request_big is not None:
         ex.request_body, ex.request_prefix, ex.bytes_in = None, request_big[1], request_big[0]
         ex.anomalies.append(f"request_body_too_large:{request_big[0]}")
@@ -127,30 +137,11 @@ def exchange(
         ex.anomalies.append(f"response_body_too_large:{response_big[0]}")
     for side, fields in codings.items():  # the bodies are the decoded ones the HAR holds; the headers as it states
         setattr(ex, f"{side}_headers", Headers(har.fix_headers(fields).items(multi=True)))
-        wire = _wire_size(entry[side]) if side in encoded else None
+        wire = wire_size(entry[side]) if side in encoded else None
         if wire is not None and (side == "request" or flow.response is not None):
             setattr(ex, "bytes_in" if side == "request" else "bytes_out", wire)
     _decode_still_encoded(ex, max_body)
     return ex
-
-
-def _wire_size(side: dict[str, Any]) -> int | None:
-    """The bytes a body encoded for its Content-Encoding had on the wire, as the HAR states them: `bodySize`, else
-    the decoded `content.size` less what compression saved (`content.compression`); None when it states neither
-    (-1, absent, not a number), the decoded length then standing in."""
-    size = _count(side.get("bodySize"))
-    if size is not None:
-        return size
-    content = side.get("content")
-    if isinstance(content, dict):
-        full, saved = _count(content.get("size")), _count(content.get("compression"))
-        if full is not None and saved is not None and saved <= full:
-            return full - saved
-    return None
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _header_name(field: Any) -> str:
@@ -331,68 +322,3 @@ def _times(
             first, end = start, None
         flow.response.timestamp_start = first  # type: ignore[assignment]
         flow.response.timestamp_end = end
-
-
-class Attachments:
-    """Bodies a HAR keeps as files (`"_file": NAME` in place of `text`, as Playwright writes them with content
-    "attach"): in the HAR's folder, or in the zip it came in (`.har.zip`). A name is a file name, never a path: one
-    that names another folder (`../x`, `/etc/x`) is no attachment."""
-
-    def __init__(self, source: Path) -> None:
-        self.source = source
-        self._zip: zipfile.ZipFile | None = None
-        self._file: BinaryIO | None = None
-
-    def read(self, name: Any, limit: int) -> tuple[bytes, int] | None:
-        """(its first `limit` + 1 bytes at most, its size) of the attachment `name`; None when there is none."""
-        if not attachment_name(name):
-            return None
-        try:
-            if self.source.is_dir():
-                with open_regular(self.source / name, follow=False) as f:  # a link would lead out of the folder
-                    return f.read(limit + 1), os.fstat(f.fileno()).st_size
-            if self._zip is None:
-                self.close()
-                self._file = open_regular(self.source)
-                self._zip = zipfile.ZipFile(self._file)
-            info = self._zip.getinfo(name)
-            with self._zip.open(info) as member:
-                return member.read(limit + 1), info.file_size
-        except (OSError, KeyError, EOFError, ValueError, RuntimeError, NotImplementedError, zipfile.BadZipFile):
-            return None
-
-    def close(self) -> None:
-        if self._zip is not None:
-            self._zip.close()
-            self._zip = None
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-
-
-def _attached(
-    entry: dict[str, Any], attached: Attachments | None, max_body: int, anomalies: list[str]
-) -> tuple[dict[str, Any], dict[str, tuple[int, bytes]]]:
-    """The entry with each body kept as a file read into it, and for one larger than `max_body`, (size, first
-    bytes), its text left empty. An attachment not found is noted `har_<side>_attachment_missing:<name>`."""
-    big: dict[str, tuple[int, bytes]] = {}
-    for side, key in (("request", "postData"), ("response", "content")):
-        holder: Any = entry.get(side)
-        body: Any = holder.get(key) if isinstance(holder, dict) else None
-        if not isinstance(body, dict) or "_file" not in body or body.get("text"):
-            continue
-        got = attached.read(body["_file"], max_body) if attached is not None else None
-        if got is None:
-            anomalies.append(f"har_{side}_attachment_missing:{clip(str(body['_file']))}")
-            continue
-        data, size = got
-        if max(size, len(data)) > max_body:
-            big[side] = (max(size, len(data)), data[:PREFIX])
-            text = ""
-        elif side == "request":  # mitmproxy's importer takes a request body as text only
-            text = data.decode("utf-8", "surrogateescape")
-        else:
-            body = {**body, "encoding": "base64"}
-            text = base64.b64encode(data).decode()
-        entry = {**entry, side: {**holder, key: {**body, "text": text}}}
-    return entry, big

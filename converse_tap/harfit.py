@@ -3,7 +3,9 @@ fields the HAR format requires and raises on any of them missing or of another t
 please: a `null` response for a request that never got one, `null` headers, a header value that is a number, a
 form's `params` without its `text`, a start time that is not ISO 8601. Each such field is filled in with what
 stands for "unknown" and noted on the exchange, so that one odd field costs that field, never the exchange; only
-an entry without a request method or URL, which is no exchange at all, is still refused."""
+an entry without a request method or URL, which is no exchange at all, is still refused. What exporters write for
+"none" is read as none, not as an empty value: a response of status 0 or -1 with neither headers nor body (a request
+that got no reply), a body left out or null where the entry says it had bytes (one the exporter did not keep)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ class Fitted:
     entry: dict[str, Any]
     started: bool = True  # the entry's start time was read
     responded: bool = True  # the entry has a response
+    request_stored: bool = True  # False: the request had a body the exporter did not keep
+    response_stored: bool = True  # False: so had the response
 
 
 def fitted(entry: dict[str, Any], anomalies: list[str]) -> Fitted:
@@ -38,6 +42,9 @@ def fitted(entry: dict[str, Any], anomalies: list[str]) -> Fitted:
     if not isinstance(request.get("url"), str):
         raise ValueError("request.url missing")
     fit = Fitted(dict(entry))
+    cached = _cache_hit(entry)
+    if cached is not None:
+        anomalies.append(f"har_from_cache:{clip(cached)}")
     if not _iso_time(entry.get("startedDateTime")):
         anomalies.append("har_started_unreadable")
         fit.entry["startedDateTime"], fit.started = _EPOCH, False
@@ -45,9 +52,65 @@ def fitted(entry: dict[str, Any], anomalies: list[str]) -> Fitted:
     if not isinstance(response, dict):
         anomalies.append("har_response_missing")
         response, fit.responded = _NO_RESPONSE, False
+    elif _no_reply(response):
+        response, fit.responded = {**response, "status": 0}, False
     fit.entry["request"] = _side(request, "request", anomalies)
     fit.entry["response"] = _side(response, "response", anomalies)
+    fit.request_stored = _request_stored(request, anomalies)
+    fit.response_stored = not fit.responded or _response_stored(fit.entry["response"], anomalies)
     return fit
+
+
+def _cache_hit(entry: dict[str, Any]) -> str | None:
+    """Which cache answered the request, when the browser says one did (Chrome's `_fromCache`: "memory", "disk";
+    Safari's `_fetchType`: "Memory Cache", "Disk Cache"): the request never reached the server, so no proxy saw
+    it. The exchange is kept, and noted `har_from_cache:<cache>`, so that it can be told from a call on the wire."""
+    chrome, safari = entry.get("_fromCache"), entry.get("_fetchType")
+    if isinstance(chrome, str) and chrome.strip():
+        return chrome.strip()
+    if isinstance(safari, str) and safari.strip().lower().endswith("cache"):
+        return safari.strip().lower().removesuffix("cache").strip() or safari.strip()
+    return None
+
+
+def _no_reply(response: dict[str, Any]) -> bool:
+    """Whether a response is how exporters write that none came: status 0 (Chrome, Firefox, mitmproxy's export,
+    with the reason in `_error`) or -1 (Playwright, with `_failureText`), and neither a header nor a body."""
+    status, headers, content = response.get("status"), response.get("headers"), response.get("content")
+    text = content.get("text") if isinstance(content, dict) else None
+    return status in (0, -1) and not isinstance(status, bool) and not headers and not text
+
+
+def _request_stored(written: dict[str, Any], anomalies: list[str]) -> bool:
+    """Whether the request's body is in the entry: not when its `postData.text` is null and it has no form
+    `params` (mitmproxy's export of a body it did not keep), nor when it states a `bodySize` above 0 and holds
+    neither text nor params (exporters leave out bodies they did not keep)."""
+    body, size = written.get("postData"), written.get("bodySize")
+    if isinstance(body, dict):
+        text, params = body.get("text"), body.get("params")
+        if text is not None or (isinstance(params, list) and params) or ("text" not in body and not _positive(size)):
+            return True
+    elif body is not None or not _positive(size):
+        return True
+    anomalies.append("request_body_not_stored")
+    return False
+
+
+def _response_stored(fitted: dict[str, Any], anomalies: list[str]) -> bool:
+    """Whether the reply's body is in the entry: not when it has no text (absent or null), nor is kept as a file
+    (`_file`), for a body the entry says had bytes (`content.size` or `bodySize` above 0): Chrome keeps no
+    EventSource stream, and exporters may leave out any body."""
+    content = fitted["content"]
+    if isinstance(content.get("text"), str) or "_file" in content:
+        return True
+    if not _positive(content.get("size")) and not _positive(fitted.get("bodySize")):
+        return True
+    anomalies.append("response_body_not_stored")
+    return False
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
 def _iso_time(value: Any) -> bool:
@@ -153,6 +216,28 @@ def _response_body(holder: dict[str, Any], anomalies: list[str]) -> None:
         holder["content"] = _without(content, "encoding")
     elif encoding is not None:
         holder["content"] = {**content, "encoding": "base64"}  # (`BASE64`, ` base64`: the importer's spelling)
+
+
+def base64_request(entry: dict[str, Any], anomalies: list[str]) -> dict[str, Any]:
+    """The entry with a request body marked `"encoding": "base64"` given to the importer as the bytes it encodes.
+    HAR names no encoding for `postData`, but exporters write a binary request body so, as `content` holds a
+    binary reply (and a body past the parse limit was already read so: `harentry`); the importer took the base64
+    text for the body. A text that is not base64 is read as the text it is (`har_request_not_base64`), any other
+    encoding name ignored (`har_request_encoding_ignored:<name>`)."""
+    request = entry["request"]
+    body = request.get("postData")
+    if not isinstance(body, dict) or body.get("encoding") is None:
+        return entry
+    text, encoding = body.get("text"), body["encoding"]
+    if not isinstance(text, str) or not text:
+        return entry
+    if not isinstance(encoding, str) or encoding.strip().lower() != "base64":
+        anomalies.append(f"har_request_encoding_ignored:{clip(str(encoding))}")
+        return entry
+    if not _is_base64(text):
+        anomalies.append("har_request_not_base64")
+        return entry
+    return {**entry, "request": {**request, "postData": {**body, "text": base64.b64decode(text)}}}
 
 
 def _without(content: dict[str, Any], *keys: str) -> dict[str, Any]:
