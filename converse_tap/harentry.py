@@ -22,7 +22,7 @@ from .a2a import urls
 from .a2a.envelope import clip
 from .a2a.exchange import HttpExchange
 from .a2a.headers import Headers
-from .a2a.inflate import inflate
+from .a2a.inflate import Truncated, inflate
 from .addon.flows import DEFAULT_MAX_BODY, PREFIX, exchange_from_flow
 from .har_attach import Attachments, attached_bodies
 from .har_wire import server_address, unstored, wire_size
@@ -231,6 +231,9 @@ def _decode_still_encoded(ex: HttpExchange, max_body: int) -> None:
             continue
         try:
             plain = inflate(body, ce, max_body)
+        except Truncated as e:  # cut short: what it holds is kept, and said
+            plain = e.partial
+            ex.anomalies.append(f"{side}_content_encoding_cut:{clip(ce)}")
         except ValueError:  # TooLarge included: kept as read
             continue
         if side == "request":

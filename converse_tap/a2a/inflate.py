@@ -27,6 +27,14 @@ MAX_CODINGS = 8
 ZSTD_WINDOW_LOG_MAX = 23
 
 
+class Truncated(ValueError):
+    """A whole body whose encoded stream does not end: cut short. `partial` holds what it decoded to."""
+
+    def __init__(self, encodings: str, partial: bytes) -> None:
+        super().__init__(f"{encodings} stream cut short")
+        self.partial = partial
+
+
 class TooLarge(ValueError):
     """The decoded body grew past the limit; what was decoded so far is discarded."""
 
@@ -69,22 +77,38 @@ class _Stage:
             yield from self._zlib(data)
 
     def _zlib(self, data: bytes) -> Iterator[bytes]:
+        while data:
+            obj = self._obj
+            if obj.eof:
+                if self.encoding == "deflate":
+                    raise zlib.error("data after the end of the deflate stream")
+                if not data.strip(b"\x00"):  # zero padding after the last member: readers ignore it
+                    return
+                self._obj = obj = self._new()  # gzip allows members one after another: each is decoded
+            try:
+                out = obj.decompress(data, PIECE)
+            except zlib.error:
+                if self.encoding != "deflate" or self._raw_deflate or not self._fresh:
+                    raise
+                self._raw_deflate = True  # servers that send raw deflate under the name "deflate"
+                self._obj = obj = self._new()
+                out = obj.decompress(data, PIECE)
+            self._fresh = False
+            while True:
+                if out:
+                    yield out
+                if not obj.unconsumed_tail:
+                    break
+                out = obj.decompress(obj.unconsumed_tail, PIECE)
+            data = obj.unused_data if obj.eof else b""
+
+    @property
+    def ended(self) -> bool:
+        """Whether what was fed ends where the encoding's stream ends (a body cut short does not)."""
         obj = self._obj
-        try:
-            out = obj.decompress(data, PIECE)
-        except zlib.error:
-            if self.encoding != "deflate" or self._raw_deflate or not self._fresh:
-                raise
-            self._raw_deflate = True  # servers that send raw deflate under the name "deflate"
-            self._obj = obj = self._new()
-            out = obj.decompress(data, PIECE)
-        self._fresh = False
-        while True:
-            if out:
-                yield out
-            if not obj.unconsumed_tail:
-                return
-            out = obj.decompress(obj.unconsumed_tail, PIECE)
+        if self.encoding == "br":
+            return bool(obj.is_finished())
+        return bool(obj.eof)
 
     def _brotli(self, data: bytes) -> Iterator[bytes]:
         obj = self._obj
@@ -172,18 +196,27 @@ class Inflater:
     def feed(self, data: bytes) -> bytes:
         return b"".join(self.pieces(data))
 
+    @property
+    def ended(self) -> bool:
+        """Whether every coding's stream has ended (True for identity)."""
+        return all(stage.ended for stage in self._stages)
+
     def _names(self) -> str:
         return ", ".join(s.encoding for s in reversed(self._stages))
 
 
 def inflate(raw: bytes, content_encoding: str, limit: int) -> bytes:
-    """A whole body decoded, bounded by `limit` (TooLarge past it; ValueError when it does not decode)."""
+    """A whole body decoded, bounded by `limit` (TooLarge past it; ValueError when it does not decode; Truncated,
+    holding what was decoded, when its stream is cut short — a capture of a stream the client left, say)."""
     inflater = Inflater(content_encoding, limit)
     if inflater.identity:
         if len(raw) > limit:
             raise TooLarge(limit)
         return raw
-    return inflater.feed(raw)
+    out = inflater.feed(raw)
+    if not inflater.ended:
+        raise Truncated(inflater._names(), out)
+    return out
 
 
 def decoded_prefix(raw: bytes, content_encoding: str, size: int) -> bytes:

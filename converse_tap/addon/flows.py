@@ -12,7 +12,7 @@ from ..a2a.classify import PREFIX
 from ..a2a.exchange import HttpExchange
 from ..a2a.grpc_frames import GrpcFrame
 from ..a2a.headers import Headers
-from ..a2a.inflate import TooLarge, inflate
+from ..a2a.inflate import TooLarge, Truncated, inflate
 from ..a2a.sse import SseEvent
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
@@ -43,6 +43,9 @@ def _body(raw: bytes | None, headers: Headers, max_body: int, what: str, anomali
         return inflate(raw, ce, max_body)
     except TooLarge:
         anomalies.append(f"{what}_body_too_large_decoded:{max_body}")
+    except Truncated as e:  # (a stream the client left, captured as far as it went): what it holds is kept
+        anomalies.append(f"{what}_content_encoding_cut:{ce[:100]}")
+        return e.partial
     except ValueError:
         anomalies.append(f"{what}_content_encoding_invalid:{ce[:100]}")
     return None
