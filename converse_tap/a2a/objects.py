@@ -157,9 +157,15 @@ def walk_result(value: Any, location: str, w: Walk) -> None:
     ):
         _walk_kind("message", value, location, w)
     elif isinstance(value.get("tasks"), list):  # ListTasks
+        odd: str | None = None
         for i, t in enumerate(value["tasks"]):
             if isinstance(t, dict):
                 _walk_task(t, f"{location}.tasks[{i}]", w, summarise=False)
+            elif t is not None and odd is None:
+                odd = f"wrong_type:{location}.tasks[{i}]={type(t).__name__}"
+                w.anomalies.append(odd)
+    elif value.get("tasks") is not None:
+        w.anomalies.append(f"wrong_type:{location}.tasks={type(value['tasks']).__name__}")
     elif get(value, "taskId") is not None and "status" in value:  # a bare status update without kind (lenient)
         _walk_kind("statusUpdate", value, location, w)
 

@@ -47,6 +47,8 @@ def error_fields(err: Any, anomalies: list[str] | None = None) -> dict[str, Any]
         return out
     if isinstance(err.get("error"), dict):  # REST {"error": {...}} or a whole JSON-RPC response
         err = err["error"]
+    elif err.get("error") is not None and anomalies is not None:
+        anomalies.append(f"wrong_type:error={type(err['error']).__name__}")
     code = err.get("code", err.get("status") if isinstance(err.get("status"), int) else None)
     if isinstance(code, int | float) and not isinstance(code, bool) and math.isfinite(code):
         out["error_code"] = int(code)  # one the column cannot hold is mended, flagged, by the writer
@@ -56,6 +58,8 @@ def error_fields(err: Any, anomalies: list[str] | None = None) -> dict[str, Any]
         anomalies.append(f"wrong_type:error.code={type(code).__name__}")
     status = err.get("status")
     out["error_status"] = status if isinstance(status, str) else None
+    if status is not None and not isinstance(status, str | int) and anomalies is not None:
+        anomalies.append(f"wrong_type:error.status={type(status).__name__}")
     msg = err.get("message", err.get("detail", err.get("title")))
     out["error_message"] = msg if isinstance(msg, str) else None
     if msg is not None and not isinstance(msg, str) and anomalies is not None:
@@ -65,9 +69,15 @@ def error_fields(err: Any, anomalies: list[str] | None = None) -> dict[str, Any]
         details = [details]
     if isinstance(details, list):
         for d in details:
-            if isinstance(d, dict) and isinstance(d.get("reason"), str):
-                out["error_reason"] = d["reason"]
+            reason = d.get("reason") if isinstance(d, dict) else None
+            if isinstance(reason, str):
+                out["error_reason"] = reason
                 break
+            if reason is not None and anomalies is not None:  # (an ErrorInfo's reason is a string)
+                anomalies.append(f"wrong_type:error.details[].reason={type(reason).__name__}")
+                break
+    elif "details" in err and details is not None and anomalies is not None:  # google.rpc.Status: a list
+        anomalies.append(f"wrong_type:error.details={type(details).__name__}")
     return out
 
 

@@ -20,9 +20,10 @@ from .spans import build_span, card_agents
 log = logging.getLogger("converse_tap.export")
 _HOSTPORT = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:\s\[\]]*)):(?P<port>\d{1,5})$")
 MAX_CARD_NAMES = 10_000
-# seconds a worker waits for its metrics port while the worker it replaced still holds it (that one is killed
-# after addon.channel.KILL_AFTER, 10 s, once asked to close)
-PORT_WAIT = 30.0
+# seconds a worker waits for its metrics port while the worker it replaced still holds it: that one has 60 s to
+# write what the proxy buffered and 60 s more to finish its files, then SIGTERM and SIGKILL 10 s apart
+# (addon.channel.Channel.close); it lets go of the port as it exits, after a few seconds in the usual case
+PORT_WAIT = 150.0
 _NOT_SERVED = "converse-tap: cannot serve metrics on %s (%s); recording goes on without them"
 MAX_NAME = 256  # characters of a card's name kept for spans (a name, like the URLs keying it, is the card's making)
 

@@ -226,6 +226,28 @@ def test_every_node_of_a_reply_may_have_any_type() -> None:
 NOT_READ = [("skills", 0, "name"), ("capabilities", "streaming"), (*TOOL, "inputSchema", "type")]
 NOT_READ += [(*TOOL, "inputSchema", "properties"), ("params", "configuration"), ("params", "metadata")]
 NOT_READ += [("error", "data"), ("params", "message", "kind"), ("result", "status", "message", "kind")]
+# (a REST error's `status` may be its HTTP status number; its details beside the ErrorInfo's reason are not read;
+# a task list's paging fields are not stored)
+NOT_READ += [("error", "status"), ("error", "details"), ("nextPageToken",), ("pageSize",), ("totalSize",)]
+
+REST_ERROR: dict[str, Any] = {
+    "error": {
+        "code": 404,
+        "status": "NOT_FOUND",
+        "message": "Task not found",
+        "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "TASK_NOT_FOUND"}],
+    }
+}
+TASK_LIST: dict[str, Any] = {"tasks": [REPLY], "nextPageToken": "", "pageSize": 1, "totalSize": 1}
+
+
+def _rest_get(path: str, status: int) -> Any:
+    def run(doc: Any) -> Any:
+        flow = a2a_flow(method="GET", path=path, body=b"", response=json.dumps(doc).encode(), status=status)
+        return extract(exchange_from_flow(flow), TextPolicy())
+
+    return run
+
 
 REQUEST: dict[str, Any] = {
     "jsonrpc": "2.0",
@@ -344,7 +366,7 @@ def _node(doc: Any, path: tuple[Any, ...]) -> Any:
     return doc
 
 
-V03_IDS = ["v03-request", "v03-status-event", "v03-artifact-event"]
+MORE_IDS = ["v03-request", "v03-status-event", "v03-artifact-event", "rest-error", "rest-task-list"]
 
 
 @pytest.mark.parametrize(
@@ -358,8 +380,10 @@ V03_IDS = ["v03-request", "v03-status-event", "v03-artifact-event"]
         (V03_REQUEST, _v03_request),
         (V03_STATUS_EVENT, _v03_stream),
         (V03_ARTIFACT_EVENT, _v03_stream),
+        (REST_ERROR, _rest_get("/v1/tasks/task-1", 404)),
+        (TASK_LIST, _rest_get("/v1/tasks", 200)),
     ],
-    ids=["card", "reply", "jsonrpc-request", "jsonrpc-response", "jsonrpc-error", *V03_IDS],
+    ids=["card", "reply", "jsonrpc-request", "jsonrpc-response", "jsonrpc-error", *MORE_IDS],
 )
 def test_a_value_of_another_type_is_said(doc: Any, run: Any) -> None:
     """Any field of the card, the reply, a JSON-RPC call or its answer that a column reads, given a value of

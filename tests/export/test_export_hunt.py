@@ -450,9 +450,9 @@ def test_a_client_that_sends_a_byte_now_and_then_is_given_up(monkeypatch: pytest
 
 def test_a_worker_whose_metrics_port_is_still_held_serves_once_it_is_let_go() -> None:
     """Options changed while traffic flows replace the recording worker; the old one keeps its /metrics port until
-    its files are written (killed after 10 s at worst), and the new one, finding the port taken, gave up serving
-    metrics for its whole life (and `test_units`' reconfiguration test failed now and then). It now binds the port
-    as soon as it is free."""
+    its files are written (a few seconds as a rule, at most PORT_WAIT), and the new one, finding the port taken,
+    gave up serving metrics for its whole life (and `test_units`' reconfiguration test failed now and then). It
+    now binds the port as soon as it is free."""
     holder = socket.socket()
     holder.bind(("127.0.0.1", 0))
     holder.listen()
