@@ -137,8 +137,8 @@ def walk_result(value: Any, location: str, w: Walk) -> None:
         _walk_kind(_KINDS[kind], value, location, w)
         return
     if kind is not None:  # (the object is still read by its shape, as one without `kind`)
-        odd = f"unknown_enum:{location}.kind={clip(kind)}" if isinstance(kind, str) else None
-        w.anomalies.append(odd or f"wrong_type:{location}.kind={type(kind).__name__}")
+        said = f"unknown_enum:{location}.kind={clip(kind)}" if isinstance(kind, str) else None
+        w.anomalies.append(said or f"wrong_type:{location}.kind={type(kind).__name__}")
     wrapped = [k for k in value if k in _WRAPPERS]
     if wrapped:
         if len(wrapped) > 1:
