@@ -6,7 +6,7 @@ from __future__ import annotations
 from .classify import A2ARequest
 from .objects import MAX_SIGHTINGS, Walk
 from .redact import Redaction
-from .rows import MESSAGE_METHODS, Extraction, bound_keys, redact_wire_text
+from .rows import ERROR_TEXT, MESSAGE_METHODS, Extraction, bound_keys, redact_wire_text
 
 MAX_ANOMALIES = 50
 
@@ -60,5 +60,7 @@ def finish_extraction(
         m["context_id"] = m["context_id"] or row["context_id"]
         m["task_id"] = m["task_id"] or (row["task_id"] if m["direction"] == "response" else m["task_id"])
     redact_wire_text(out, redaction)
+    if out.error_as_text and len(row["error_message"]) > ERROR_TEXT:
+        row["error_message"] = row["error_message"][:ERROR_TEXT]  # cut once redacted, not before
     bound_keys(out)
     return out

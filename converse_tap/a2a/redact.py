@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from .redact_secrets import hidden, hides_a_secret, is_secret_json_key, secret_text_in
 from .redact_text import free_text, may_change
 from .redact_url import REDACTED, SHORT_TEXT, _builtin, cached_for_short, redact_shapes
 
@@ -65,7 +66,9 @@ class Redaction:
         return None if url is None else self.url(url)
 
     def log_text(self, text: str) -> str:
-        """Free text such as a log line: every URL in it redacted, userinfo anywhere dropped, shapes replaced."""
+        """Free text such as a log line: every URL in it redacted, userinfo anywhere dropped, the values of
+        secret-named `name=value` / `name: value` pairs (`Password=…;`, `Cookie: …`, `"token": "…"`) and shapes
+        replaced."""
         if not self.patterns:  # built-in rules only: a pure function of the text
             return _builtin_text(text)
         return self.text(redact_shapes(free_text(text, self.url)))
@@ -87,6 +90,8 @@ class Redaction:
                 for k in v:
                     if k not in clean and isinstance(k, str):
                         keep(k)
+                if hides_a_secret(v):
+                    return True
                 extend(v.values())
             elif t is list:
                 extend(v)
@@ -94,6 +99,8 @@ class Redaction:
                 keep(str(v))
             elif isinstance(v, dict):
                 strings.extend(k for k in v if isinstance(k, str))
+                if hides_a_secret(v):
+                    return True
                 extend(v.values())
             elif isinstance(v, list):
                 extend(v)
@@ -109,7 +116,9 @@ class Redaction:
         return False
 
     def json_urls(self, value: Any) -> Any:
-        """A copy of a JSON value with every string (keys too) redacted as free text (for a stored agent card).
+        """A copy of a JSON value with every string (keys too) redacted as free text (for a stored agent card), and
+        the text under a secret-named key (`token`, `credentials`, `client_secret`: a push-notification config)
+        replaced whole.
         A loop, not a recursion: a document is nested as deep as json.loads reads (over 1,000 levels)."""
         pending: list[tuple[Any, Any]] = []
 
@@ -127,6 +136,8 @@ class Redaction:
             source, target = pending.pop()
             if isinstance(source, dict):
                 for k, v in source.items():  # a key redacted into one already there replaces its value, in order
+                    if isinstance(k, str) and is_secret_json_key(k) and secret_text_in(v):
+                        v = hidden(v)  # `"token": "…"`, `"credentials": […]`: the text goes, whatever its shape
                     target[self.log_text(k) if isinstance(k, str) else k] = copy(v)
             else:
                 target.extend(copy(v) for v in source)

@@ -11,7 +11,10 @@
   (`http:/\\u:pw@h`, `http:u:pw@h`) and scheme-relative `//host/…`; userinfo after any of them is dropped;
 - userinfo without a scheme before a `host:port` (`user:pw@grpc.agent.test:443`);
 - echoed credentials of an `Authorization`/`Proxy-Authorization` header (`Authorization: Basic dXNl…`) and a
-  `Bearer` token with a digit in it.
+  `Bearer` token with a digit in it;
+- first of all, the values of secret-named `name=value` / `name: value` pairs (connection strings, cookies,
+  echoed secret headers, JSON and dict text: `redact_secrets.key_values`), and last, webhook URLs written without
+  a scheme (`hooks.slack.com/services/…/<secret>`: `redact_secrets.hook_words`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from .redact_secrets import hook_words, key_values, may_hold_key_value
 from .redact_url import _CANDIDATE, REDACTED, nested_url
 
 # where a URL may start in text: after a delimiter (or at the start), never inside a word or a path
@@ -72,6 +76,8 @@ def may_change(text: str) -> bool:
         or 'b\\"' in text
         or "\\/" in text
         or _auth_hint(text)
+        or "PRIVATE KEY" in text
+        or may_hold_key_value(text)
     )
 
 
@@ -176,6 +182,8 @@ def _text_url(m: re.Match[str], url: Callable[[str], str]) -> str:
 def free_text(text: str, url: Callable[[str], str]) -> str:
     """`text` with the credentials this module's doc lists taken out (`url` redacts one URL); shapes are left
     to the caller."""
+    if "=" in text or ":" in text:  # first: a value read as a URL would lose only its part before a `/`
+        text = key_values(text)
     if "b'" in text or 'b"' in text:
         text = quoted_heads(text, url)
     if " /" in text:
@@ -186,4 +194,4 @@ def free_text(text: str, url: Callable[[str], str]) -> str:
         text = _SCHEMELESS.sub("", text)
     if _auth_hint(text):
         text = _BEARER.sub(rf"\1{REDACTED}", _AUTH.sub(rf"\1{REDACTED}", text))
-    return text
+    return hook_words(text)

@@ -15,8 +15,9 @@ from typing import Any, TypeVar
 from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 from . import urls
+from .redact_secrets import REDACTED as REDACTED
+from .redact_secrets import hook_path, is_hook_host, wide_shapes
 
-REDACTED = "[REDACTED]"
 SECRET_NAME = re.compile(
     r"(auth|token|secret|passw|pwd|^pass$|passcode|passphrase|^pw$|session|sess_?id|cookie|api[-_]?key|apikey|"
     r"key$|^key|signature|^sig$|hmac|^sid$|credential|bearer|jwt|access[-_]?code|^code$|^otp$|^ticket$|saml)",
@@ -30,14 +31,24 @@ _B64 = r"[A-Za-z0-9_-]"
 # A key prefix starts after anything but a letter or digit: `\b` missed one glued to an underscore
 # (`ROLE_sk-…`, `token_ghp_…`)
 _START = "(?<![A-Za-z0-9])"
+# (also: a JWT cut after its payload, as an error message clipped to 500 characters holds it; Slack `xoxe-` and
+# `xapp-`, AWS temporary `ASIA…`, Hugging Face `hf_`, npm `npm_`, Stripe `whsec_`, Google OAuth client secrets
+# `GOCSPX-` and access tokens `ya29.`, Shopify `shpat_`, SendGrid `SG.….…`, and a Telegram bot token's secret
+# half, `AA…` after `<bot id>:`)
 _SHAPES = re.compile(
-    rf"(?<![A-Za-z0-9_-])eyJ{_B64}*(?:\.{_B64}*){{2,4}}"
+    rf"(?<![A-Za-z0-9_-])eyJ{_B64}*(?:\.{_B64}*){{2,4}}|(?<![A-Za-z0-9_-])eyJ{_B64}{{8,}}\.{_B64}{{8,}}"
     rf"|{_START}(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{{12,}}|{_START}sk-[A-Za-z0-9_-]{{16,}}"
     rf"|{_START}gh[pousr]_[A-Za-z0-9]{{20,}}|{_START}github_pat_[A-Za-z0-9_]{{20,}}|{_START}glpat-[A-Za-z0-9_-]{{16,}}"
-    rf"|{_START}xox[abprs]-[A-Za-z0-9-]{{10,}}|{_START}AKIA[0-9A-Z]{{16}}\b|{_START}AIza[0-9A-Za-z_-]{{35}}"
+    rf"|{_START}xox[abprse]-[A-Za-z0-9-]{{10,}}|{_START}xapp-[A-Za-z0-9-]{{10,}}"
+    rf"|{_START}(?:AKIA|ASIA)[0-9A-Z]{{16}}\b|{_START}AIza[0-9A-Za-z_-]{{35}}"
+    rf"|{_START}hf_[A-Za-z0-9]{{30,}}|{_START}npm_[A-Za-z0-9]{{36}}|{_START}whsec_[A-Za-z0-9]{{24,}}"
+    rf"|{_START}GOCSPX-[A-Za-z0-9_-]{{24,}}|{_START}ya29\.[A-Za-z0-9_-]{{20,}}"
+    rf"|{_START}shp(?:at|ca|pa|ss)_[a-fA-F0-9]{{32}}|{_START}SG\.[A-Za-z0-9_-]{{16,}}\.[A-Za-z0-9_-]{{16,}}"
+    r"|(?<=[0-9]:)AA[A-Za-z0-9_-]{31,34}(?![A-Za-z0-9_-])"
 )
-_SHAPE_HINTS = ("eyJ", "sk", "pk_", "rk_", "gh", "github_pat_", "glpat-", "xox", "AKIA", "AIza")
-_HINT = re.compile("|".join(map(re.escape, _SHAPE_HINTS)))  # any hint as a substring, in one scan
+_SHAPE_HINTS = ("eyJ", "sk", "pk_", "rk_", "gh", "github_pat_", "glpat-", "xox", "xapp-", "AKIA", "ASIA", "AIza")
+_SHAPE_HINTS_MORE = ("hf_", "npm_", "whsec_", "AA", "GOCSPX-", "ya29.", "shp", "SG.")
+_HINT = re.compile("|".join(map(re.escape, _SHAPE_HINTS + _SHAPE_HINTS_MORE)))  # any hint as a substring, in one scan
 # every shape is a run of these characters at least this long: text without such a run is let through at once
 _CANDIDATE = re.compile(r"[A-Za-z0-9_.-]{14,}")
 # `;name=value` path parameters (`;jsessionid=...`): the value of a secret-looking name
@@ -49,17 +60,30 @@ def is_secret_name(name: str) -> bool:
 
 
 def _shape(m: re.Match[str]) -> str:
-    """One run of token characters, with the shapes in it replaced (cheap tests first: runs are mostly words)."""
+    """One run of token characters, with the shapes in it replaced (cheap tests first: runs are mostly words).
+    The shapes are looked for in the whole text, within the run: what stands before it counts (`<bot id>:`)."""
     token = m.group()
     if token.count(".") == 2:
         segments = token.split(".")
         if all(len(x) >= 12 for x in segments) and any(c.isupper() for c in segments[0]):
             return REDACTED
-    return _SHAPES.sub(REDACTED, token) if _HINT.search(token) else token
+    if not _HINT.search(token):
+        return token
+    text, (start, end) = m.string, m.span()
+    out, pos = [], start
+    for found in _SHAPES.finditer(text, start, end):
+        out += [text[pos : found.start()], REDACTED]
+        pos = found.end()
+    if not out:
+        return token
+    out.append(text[pos:end])
+    return "".join(out)
 
 
 def redact_shapes(text: str) -> str:
-    """Credential shapes (JWTs, long dotted tokens, API-key prefixes) anywhere in `text` replaced."""
+    """Credential shapes (JWTs, long dotted tokens, API-key prefixes, PEM private keys, AWS key pairs) anywhere in
+    `text` replaced."""
+    text = wide_shapes(text)
     return _CANDIDATE.sub(_shape, text) if _CANDIDATE.search(text) else text
 
 
@@ -85,25 +109,25 @@ def unquote_all(text: str, plus: bool = False) -> str:
     return text
 
 
-def _path_as_written(path: str) -> str:
+def _path_as_written(path: str, hook_host: bool = False) -> str:
     def param(m: re.Match[str]) -> str:
         return f";{m.group(1)}={REDACTED}" if is_secret_name(m.group(1)) else m.group(0)
 
     if ";" in path:
         path = _PATH_PARAM.sub(param, path)
     if "/" in path:
-        path = _NAMED_SEGMENT.sub(rf"\1{REDACTED}", path)
+        path = hook_path(_NAMED_SEGMENT.sub(rf"\1{REDACTED}", path), hook_host)
     return redact_shapes(path)
 
 
 _SEGMENT_SAFE = "!$&'()*+,;=:@[]-._~%"
 
 
-def _path(path: str) -> str:
+def _path(path: str, hook_host: bool = False) -> str:
     """The path with its credentials replaced: as written, and each segment as decoded (`%2E` dots of a JWT,
     `sk%2D…`, `/%74oken/…`, `;%74oken=…`). A segment that changes only when decoded is written decoded, redacted
     and encoded again; every other segment stays byte for byte (a redaction never spans a `/`)."""
-    clean = _path_as_written(path)
+    clean = _path_as_written(path, hook_host)
     if "%" not in path:
         return clean
     segments = path.split("/")
@@ -112,7 +136,7 @@ def _path(path: str) -> str:
         return clean
     # the decoded view keeps the path's structure: what decodes to `/`, `?`, `#` or `%` is written escaped
     view = [d.replace("%", "%25").replace("/", "%2F").replace("?", "%3F").replace("#", "%23") for d in decoded]
-    found = _path_as_written("/".join(view)).split("/")
+    found = _path_as_written("/".join(view), hook_host).split("/")
     kept = clean.split("/")
     if len(found) != len(view) or len(kept) != len(view):  # cannot happen (no rule writes a `/`): as written
         return clean
@@ -261,7 +285,7 @@ def _redact(url: str, depth: int) -> str:
         host = quote(host, safe="!$&'()*+,;=-._~%")
     # a port that is no number may be a password whose `@` came after a `/`, `?` or `#`: it is dropped
     port = "" if u.port is None or not _DIGITS.fullmatch(u.port or "0") else f":{u.port}"
-    return f"{scheme}//{host}{port}{_path(u.path)}{query}"
+    return f"{scheme}//{host}{port}{_path(u.path, is_hook_host(host))}{query}"
 
 
 _DIGITS = re.compile(r"[0-9]*")

@@ -28,6 +28,10 @@ class Extraction:
     messages: list[dict[str, Any]] = field(default_factory=list)
     agent_cards: list[dict[str, Any]] = field(default_factory=list)
     first_event: float | None = None  # when a stream's first SSE event arrived (not a column: live metrics only)
+    error_as_text: bool = False  # `error_message` is the text of an error that was no object: cut once redacted
+
+
+ERROR_TEXT = 500  # characters of an error that is no object (its text) kept in `error_message`
 
 
 def error_fields(err: Any, anomalies: list[str] | None = None) -> dict[str, Any]:
@@ -41,7 +45,8 @@ def error_fields(err: Any, anomalies: list[str] | None = None) -> dict[str, Any]
         "error_reason": None,
     }
     if not isinstance(err, dict):
-        out["error_message"] = None if err is None else str(err)[:500]
+        # cut to ERROR_TEXT once redacted (finish.py): a credential across the cut was cut before it was seen
+        out["error_message"] = None if err is None else str(err)[: 64 * ERROR_TEXT]
         if anomalies is not None and err is not None:
             anomalies.append(f"wrong_type:error={type(err).__name__}")
         return out
@@ -147,6 +152,7 @@ class Ctx:
         fields = error_fields(err, row["anomalies"])  # redacted with every error column at the end (finish.py)
         if row["error_code"] is None and row["error_message"] is None:
             row.update(fields)
+            self.out.error_as_text = not isinstance(err, dict) and fields["error_message"] is not None
 
     def _card(self, doc: Any, source: str, ts: float | None) -> None:
         anomalies: list[str] = []

@@ -205,16 +205,20 @@ def test_log_redactor_cleans_every_record() -> None:
 
 @given(st.text(alphabet=st.sampled_from(list("eyJskpr_-ghoustbAKIAza.XYZ0123456789abcdefghijklmnop:/ ")), max_size=120))
 def test_the_fast_paths_never_miss_a_shape(text: str) -> None:
+    from converse_tap.a2a.redact_secrets import wide_shapes
     from converse_tap.a2a.redact_url import _SHAPES, redact_shapes
 
-    assert redact_shapes(text) == _SHAPES.sub(REDACTED, text)
+    assert redact_shapes(text) == _SHAPES.sub(REDACTED, wide_shapes(text))
 
 
 def _reference_log_text(text: str) -> str:
-    """Redaction.log_text as it was written before its cache: URLs, userinfo, then shapes."""
+    """Redaction.log_text as it was written before its cache: named values (without the substring test that lets
+    text through first), URLs, userinfo, then shapes."""
+    from converse_tap.a2a.redact_secrets import key_values
     from converse_tap.a2a.redact_text import _TEXT_URL, _TEXT_USERINFO
     from converse_tap.a2a.redact_url import redact_shapes
 
+    text = key_values(text)
     if "://" in text:
         text = _TEXT_USERINFO.sub(r"\1", _TEXT_URL.sub(lambda m: Redaction().url(m.group(0)), text))
     return redact_shapes(text)
@@ -452,6 +456,16 @@ def test_whatwg_shaped_urls_in_free_text_are_found_in_linear_time() -> None:
         ("bad Bearer abc.SECRET1-x", f"bad Bearer {REDACTED}"),
         ("Bearer tokens only; Bearer authentication failed", "Bearer tokens only; Bearer authentication failed"),
         ("authorization failed", "authorization failed"),
+        # secret-named values (redact_secrets.key_values): connection strings, echoed headers, cookies, dict text
+        (
+            "Server=db;User ID=sa;Password=SECRET1;Database=app",
+            f"Server=db;User ID=sa;Password={REDACTED};Database=app",
+        ),
+        ("X-A2A-Notification-Token: nt-SECRET1", f"X-A2A-Notification-Token: {REDACTED}"),
+        ("Cookie: a=SECRET1; b=2 sent", f"Cookie: {REDACTED} sent"),
+        ("{'token': 'SECRET1', 'id': 'cfg-1'}", f"{{'token': '{REDACTED}', 'id': 'cfg-1'}}"),
+        ("token: expired; key=destination; max_tokens=5", "token: expired; key=destination; max_tokens=5"),
+        ("see https://apikey:KEY123@api.test/v1 failed", "see https://api.test/v1 failed"),  # userinfo: the host stays
     ],
 )
 def test_free_text_loses_credentials_and_keeps_the_rest(text: str, expected: str) -> None:
