@@ -39,15 +39,21 @@ def split_uris(
     (a client can send `https://ext.test/x?token=…`), de-duplicated, in order. Past MAX_URIS distinct ones the
     rest are counted in `notes` (`uris_not_recorded:<what>:<distinct>`), not kept — except the converse
     extension's, which is kept wherever it stands (whether it was asked for is a column)."""
-    raw: dict[str, None] = {}
+    seen: dict[str, None] = {}
+    more: set[str] | None = None  # distinct URIs past the bound: counted, not redacted nor kept
     for value in values:
         for uri in value.split(","):
             uri = uri.strip()
             if uri:
-                raw.setdefault(uri, None)
-    kept = list(raw)
-    if len(kept) > MAX_URIS:
+                if len(seen) < MAX_URIS:
+                    seen.setdefault(redaction.url(uri), None)
+                else:
+                    if more is None:
+                        more = set()
+                    more.add(uri)
+    if more:
         if notes is not None:
-            notes.append(f"uris_not_recorded:{what}:{len(kept)}")
-        kept = kept[:MAX_URIS] + ([CONVERSE_URI] if CONVERSE_URI in raw and CONVERSE_URI not in kept[:MAX_URIS] else [])
-    return list(dict.fromkeys(redaction.url(uri) for uri in kept))
+            notes.append(f"uris_not_recorded:{what}:{len(seen) + len(more - seen.keys())}")
+        if CONVERSE_URI in more:
+            seen.setdefault(CONVERSE_URI, None)
+    return list(seen)

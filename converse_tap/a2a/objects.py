@@ -101,27 +101,28 @@ def get(obj: dict[str, Any], name: str) -> Any:
     return value
 
 
-def _s(value: Any, where: str | None = None, w: Walk | None = None) -> str | None:
-    """Ids are strings on the wire; ProtoJSON defaults ('') mean absent. An id of another type is kept as its
-    text, and (given `where` and `w`) said so."""
+def _id_at(value: Any, location: str, key: str, w: Walk) -> str | None:
+    """An id of a task or event: a string, or (of another type) its text, said so."""
+    if value.__class__ is str:
+        return value or None
     if value is None or value == "":
         return None
-    if isinstance(value, str):
-        return value
-    if w is not None:
-        w.anomalies.append(f"wrong_type:{where}={type(value).__name__}")
+    w.anomalies.append(f"wrong_type:{location}.{key}={type(value).__name__}")
     return str(value)
 
 
 def _ids(obj: dict[str, Any], id_key: str, location: str, w: Walk) -> tuple[str | None, str | None]:
     """(task id, context id) of a task (`id`) or an event (`taskId`), each noted when not a string."""
-    return _s(get(obj, id_key), f"{location}.{id_key}", w), _s(get(obj, "contextId"), f"{location}.contextId", w)
+    tid, cid = get(obj, id_key), get(obj, "contextId")
+    if (tid is None or tid.__class__ is str) and (cid is None or cid.__class__ is str):  # (the rule)
+        return tid or None, cid or None
+    return _id_at(tid, location, id_key, w), _id_at(cid, location, "contextId", w)
 
 
 def _dict_or_none(obj: dict[str, Any], key: str, location: str, w: Walk) -> dict[str, Any] | None:
     """A member that must be an object: None when absent, and when of another type (said so)."""
     value = obj.get(key)
-    if value is None or isinstance(value, dict):
+    if value is None or value.__class__ is dict or isinstance(value, dict):
         return value
     w.anomalies.append(f"wrong_type:{location}.{key}={type(value).__name__}")
     return None
@@ -258,18 +259,31 @@ def parts_of(obj: dict[str, Any], anomalies: list[str] | None = None) -> list[An
         parts = obj.get("content")  # v0.3 REST
     if isinstance(parts, list):
         if anomalies is not None:
-            for i, p in enumerate(parts):
-                if not isinstance(p, dict):
-                    anomalies.append(f"wrong_type:parts[{i}]={type(p).__name__}")
-                    break  # one said is enough: a stream may repeat it in every part
-                odd = next((k for k in ("text", "kind") if not isinstance(p.get(k, ""), str | None)), None)
-                if odd is not None:
-                    anomalies.append(f"wrong_type:parts[{i}].{odd}={type(p[odd]).__name__}")
+            ok = _TEXT
+            for p in parts:
+                if p.__class__ is not dict or p.get("text").__class__ not in ok or p.get("kind").__class__ not in ok:
+                    _odd_part(parts, anomalies)  # one said is enough: a stream may repeat it in every part
                     break
         return parts
     if parts is not None and anomalies is not None:
         anomalies.append(f"wrong_type:parts={type(parts).__name__}")
     return []
+
+
+_TEXT = (str, type(None))
+
+
+def _odd_part(parts: list[Any], anomalies: list[str]) -> None:
+    """Say the first part that is no object, or whose `text` or `kind` is no string."""
+    for i, p in enumerate(parts):
+        if not isinstance(p, dict):
+            anomalies.append(f"wrong_type:parts[{i}]={type(p).__name__}")
+            return
+        for key in ("text", "kind"):
+            value = p.get(key)
+            if value is not None and not isinstance(value, str):
+                anomalies.append(f"wrong_type:parts[{i}].{key}={type(value).__name__}")
+                return
 
 
 def text_of(parts: list[Any]) -> str | None:

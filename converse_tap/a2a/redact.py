@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from .redact_secrets import hidden, hides_a_secret, is_secret_json_key, secret_text_in
+from .redact_secrets import PLAIN_KEYS, hidden, hides_a_secret, is_secret_json_key, secret_text_in
 from .redact_text import free_text, may_change
 from .redact_url import REDACTED, SHORT_TEXT, _builtin, cached_for_short, redact_shapes
 
@@ -80,6 +80,7 @@ class Redaction:
         stack = [value]
         pop, extend, keep = stack.pop, stack.extend, strings.append
         clean = _UNCHANGED if not self.patterns else set()
+        plain_keys = PLAIN_KEYS
         while stack:
             v = pop()
             t = type(v)
@@ -90,7 +91,7 @@ class Redaction:
                 for k in v:
                     if k not in clean and isinstance(k, str):
                         keep(k)
-                if hides_a_secret(v):
+                if not v.keys() <= plain_keys and hides_a_secret(v):  # (keys known plain: one C comparison)
                     return True
                 extend(v.values())
             elif t is list:

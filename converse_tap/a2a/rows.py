@@ -206,6 +206,11 @@ class Ctx:
         if direction == "request" and role == "agent":
             anomalies.append("request_claims_agent_role")  # the client's message: never counted as a reply
         ident = get(obj, "artifactId") if is_artifact else get(obj, "messageId")
+        cid, tid = get(obj, "contextId"), get(obj, "taskId")
+        if (cid is None or cid.__class__ is str) and (tid is None or tid.__class__ is str):  # (the rule)
+            cid, tid = cid or None, tid or None
+        else:
+            cid, tid = _id_noted(cid, "contextId", anomalies), _id_noted(tid, "taskId", anomalies)
         name = obj.get("name") if is_artifact else None
         if name is not None and not isinstance(name, str):
             anomalies.append(f"wrong_type:artifact.name={type(name).__name__}")
@@ -227,8 +232,8 @@ class Ctx:
                 "method": self.req.method,
                 "message_id": ident if isinstance(ident, str) and ident else None,
                 "artifact_name": name if isinstance(name, str) else None,
-                "context_id": _id_noted(get(obj, "contextId"), "contextId", anomalies) or s.context_id,
-                "task_id": _id_noted(get(obj, "taskId"), "taskId", anomalies) or s.task_id,
+                "context_id": cid or s.context_id,
+                "task_id": tid or s.task_id,
                 "role": role,
                 "task_state": s.task_state,
                 "text": self.policy.apply(text),
