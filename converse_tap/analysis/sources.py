@@ -4,6 +4,7 @@ files) and the rows still in its journals, narrowed to a window; frames in memor
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import lru_cache
 from pathlib import Path
 
 import duckdb
@@ -46,11 +47,53 @@ def _scan_sql(
 ) -> str:
     """The columns of some of a table's files (the `first`-th file of the table and the ones after it), with
     each row's position in the dataset: file, then row."""
+    scan = scan_of(root, files)
+    found = {r[0]: r[1] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
+    pos = f"((file_index::BIGINT + {first}) << 40) + file_row_number"
+    return f"SELECT {typed_columns(found, columns)}, {pos} AS pos FROM {scan}"
+
+
+def scan_of(root: str | Path, files: list[str]) -> str:
+    """DuckDB's scan of these files of a table, by column name. Not Hive partitioning: its columns would come from
+    every `key=value` folder of the path, the dataset's own location too (a dataset under `…/agent=x/` read `x` as
+    every row's agent); the date a partition folder names is its rows' time, which they hold."""
     listed = ", ".join(_quote(f) for f in _scan_names(root, files))
-    scan = f"read_parquet([{listed}], union_by_name = true)"
-    found = {r[0] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
-    select = ", ".join(c if c in found else f"NULL AS {c}" for c in columns)  # columns older files lack
-    return f"SELECT {select}, ((file_index::BIGINT + {first}) << 40) + file_row_number AS pos FROM {scan}"
+    return f"read_parquet([{listed}], union_by_name = true, hive_partitioning = false)"
+
+
+def typed_columns(found: dict[str, str], columns: list[str]) -> str:
+    """The select list giving each column its type in the dataset, whatever type the files hold (`found`: the
+    scan's column types, as DESCRIBE names them): a column the files lack is a null of that type (older files; a
+    list column the facts unnest must be a list even then), one of another type (another writer's: int64, ns or
+    naive times, a float of whole numbers; `reader.foreign_reason` let through only files whose values convert)
+    is cast."""
+    types = _duck_types()
+    out = []
+    for c in columns:
+        want = types.get(c)
+        if c not in found:
+            out.append(f"NULL::{want} AS {c}" if want else f"NULL AS {c}")
+        elif want is None or found[c] == want:
+            out.append(c)
+        else:
+            out.append(f"CAST({c} AS {want}) AS {c}")
+    return ", ".join(out)
+
+
+@lru_cache(maxsize=1)
+def _duck_types() -> dict[str, str]:
+    """Each stored column's DuckDB type, as DuckDB reads the dataset's own schema (a column name has one type in
+    every table)."""
+    con = duckdb.connect()
+    try:
+        out: dict[str, str] = {}
+        for schema in TABLES.values():
+            plain = pa.schema([pa.field(f.name, _plain_type(f.type)) for f in schema])
+            rel = con.from_arrow(plain.empty_table())
+            out.update(zip(rel.columns, (str(t) for t in rel.dtypes), strict=True))
+        return out
+    finally:
+        con.close()
 
 
 def _file_groups(files: list[str], chunk_rows: int, root: str | Path = "") -> Iterator[tuple[list[str], int, int, int]]:

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import objstore
+from .compat import _plain, incompatible, narrowing
 from .filekind import file_kind as file_kind  # re-exported: readers name it from here
 from .schema import PARTITION_TS, TABLES, parquet_options, with_version
 
@@ -250,35 +251,23 @@ KEY_COLUMNS["messages"].append("seq")
 _ARROW_CONTINUATION = b"\xff\xff\xff\xff"  # how every message of an Arrow IPC stream begins
 
 
-def _plain(t: pa.DataType) -> pa.DataType:
-    if pa.types.is_dictionary(t):
-        t = t.value_type
-    if pa.types.is_large_string(t):
-        return pa.string()
-    return t
+_EXPECTED = {table: {f.name: f.type for f in schema} for table, schema in TABLES.items()}
 
 
-def _compatible(found: pa.DataType, expected: pa.DataType) -> bool:
-    found = _plain(found)
-    if pa.types.is_timestamp(found) and pa.types.is_timestamp(expected):
-        return True  # any unit; DuckDB and pyarrow convert
-    return found.equals(expected)
-
-
-_EXPECTED = {table: {f.name: _plain(f.type) for f in schema} for table, schema in TABLES.items()}
-
-
-def schema_problem(schema: pa.Schema, table: str) -> str | None:
-    """Why a file of this schema is not one of `table`'s, of any version (None when it is one)."""
+def schema_problem(schema: pa.Schema, table: str, checked: bool = False) -> str | None:
+    """Why a file of this schema is not one of `table`'s, of any version or writer (None when it is one). A
+    number of a type that may not fit its column (compat.narrowing) is one only when the caller checks the values
+    (`checked`: reader.foreign_reason); a journal, which no other writer makes, must have the column's width."""
     names = set(schema.names)
     missing = [c for c in KEY_COLUMNS[table] if c not in names]
     if missing:
         return f"another schema (no {', '.join(missing)} column)"
     expected = _EXPECTED[table]
     wrong = [
-        f"{f.name} is {f.type}, not {expected[f.name]}"
+        f"{f.name} is {f.type}, not {_plain(expected[f.name])}"
         for f in schema
-        if f.name in expected and not _compatible(f.type, expected[f.name])
+        if f.name in expected
+        and (incompatible(f.type, expected[f.name]) or (not checked and narrowing(f.type, expected[f.name])))
     ]
     return "wrong column types: " + "; ".join(wrong) if wrong else None
 

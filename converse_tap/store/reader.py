@@ -18,6 +18,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from . import objstore
+from .compat import narrowing, values_problem
 from .files import JOURNAL_DIR, ForeignJournal, file_kind, open_regular, read_journal, schema_problem
 from .schema import TABLES
 
@@ -40,29 +41,61 @@ def foreign_reason(path: str | Path, table: str, remote: objstore.Remote | None 
     try:
         if remote is not None:
             size = remote.fs.get_file_info(str(path)).size
+            if size is None:
+                return GONE
             if size == 0:
                 return "an empty file"
             with remote.fs.open_input_file(str(path)) as f:
-                too_big = _footer_too_big(f, size)
-                meta = None if too_big else pq.read_metadata(f)
-        else:
-            with os.fdopen(open_regular(Path(path)), "rb") as f:  # never a FIFO, device or symlink
-                size = os.fstat(f.fileno()).st_size
-                if size == 0:
-                    return "an empty file"
-                too_big = _footer_too_big(f, size)
-                meta = None if too_big else pq.read_metadata(f)
-        if too_big or meta is None:
-            return too_big
-        schema = meta.schema.to_arrow_schema()
+                return _parquet_reason(f, size, table)
+        try:
+            fd = open_regular(Path(path))  # never a FIFO, device or symlink
+        except FileNotFoundError:
+            return GONE
+        except PermissionError as e:
+            return f"unreadable ({e.strerror}): give the reader permission to read it, or move it out of the dataset"
+        with os.fdopen(fd, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                return "an empty file"
+            return _parquet_reason(f, size, table)
     except ForeignJournal as e:
         return str(e)
+    except FileNotFoundError:
+        return GONE
     except (OSError, pa.ArrowException):
         return "not a Parquet file"
-    problem = schema_problem(schema, table)
+
+
+GONE = "removed while the dataset was being read: run the command again"
+PATTERN_CHARS = frozenset("*?[")  # what DuckDB's read_parquet takes for a pattern of file names, in a name
+PATTERN_NAME = (
+    "a name with *, ? or [, which SQL readers take for a pattern matching other files: rename it without them"
+)
+
+
+def _parquet_reason(f: Any, size: int, table: str) -> str | None:
+    """Why the open Parquet file `f` is not one of `table`'s: its footer too big, its schema another, or values
+    of a column in a type of another writer that do not convert to the table's (compat.values_problem)."""
+    too_big = _footer_too_big(f, size)
+    if too_big:
+        return too_big
+    meta = pq.read_metadata(f)
+    schema = meta.schema.to_arrow_schema()
+    problem = schema_problem(schema, table, checked=True)
     if problem is not None:
         return f"Parquet of {problem}" if problem.startswith("another") else problem
-    return _coarse_times(meta, schema, table)
+    coarse = _coarse_times(meta, schema, table)
+    if coarse is not None:
+        return coarse
+    ours = TABLES[table]
+    wide = {c.name: ours.field(c.name).type for c in schema if c.name in ours.names}
+    wide = {name: t for name, t in wide.items() if narrowing(schema.field(name).type, t)}
+    if not wide:
+        return None
+    try:
+        return values_problem(pq.ParquetFile(f, metadata=meta), wide)
+    except (OSError, pa.ArrowException) as e:
+        return f"damaged inside ({str(e).strip().splitlines()[0]})"
 
 
 MAX_FOOTER = 16 << 20  # a footer larger than this (thousands of row groups) is no file a writer of ours makes
@@ -128,7 +161,7 @@ def table_files(root: str | Path, table: str, first_day: str | None = None, last
         for f in sorted(folder.iterdir()):
             if f.name.startswith(("_", ".")):
                 continue
-            reason = foreign_reason(f, table)
+            reason = PATTERN_NAME if PATTERN_CHARS & set(f.name) else foreign_reason(f, table)
             if reason is None:
                 out.files.append(str(f))
             else:
@@ -177,7 +210,12 @@ def _remote_table_files(remote: objstore.Remote, table: str, first_day: str | No
             continue
         if (first_day is not None and day < first_day) or (last_day is not None and day > last_day):
             continue
-        reason = "a directory" if len(parts) > 2 else foreign_reason(info.path, table, remote)
+        if len(parts) > 2:
+            reason: str | None = "a directory"
+        elif PATTERN_CHARS & set(parts[-1]):
+            reason = PATTERN_NAME
+        else:
+            reason = foreign_reason(info.path, table, remote)
         if reason is None:
             out.files.append(info.path)
         else:
@@ -185,7 +223,7 @@ def _remote_table_files(remote: objstore.Remote, table: str, first_day: str | No
     return out
 
 
-def table_dataset(root: str | Path, table: str, files: list[str] | None = None) -> ds.Dataset | None:
+def table_dataset(root: str | Path, table: str, files: list[str] | None = None) -> ds.FileSystemDataset | None:
     """A pyarrow dataset over the table's readable files (`table_files`, or `files`), or None without any.
 
     The explicit schema lets files written by earlier versions load (columns they lack come back null).
@@ -223,7 +261,55 @@ def read_table(
         if columns is not None:
             schema = pa.schema([schema.field(c) if c != "date" else pa.field("date", pa.string()) for c in columns])
         return schema.empty_table()
-    return dataset.to_table(columns=columns, filter=filter)
+    try:
+        return dataset.to_table(columns=columns, filter=filter)
+    except pa.ArrowInvalid:  # a file of another writer with times finer than microseconds: pyarrow's cast refuses
+        if len(dataset.files) < 2:
+            return _cut_to_micros(dataset, _base_dir(root, table), columns, filter)
+    parts = []  # file by file: only the one with such times is read as `_cut_to_micros` reads it
+    for path in dataset.files:
+        one = ds.dataset(
+            [path],
+            format="parquet",
+            partitioning=PARTITIONING,
+            schema=dataset.schema,
+            partition_base_dir=_base_dir(root, table),
+            filesystem=dataset.filesystem,
+        )
+        try:
+            parts.append(one.to_table(columns=columns, filter=filter))
+        except pa.ArrowInvalid:
+            parts.append(_cut_to_micros(one, _base_dir(root, table), columns, filter))
+    return pa.concat_tables(parts)
+
+
+def _base_dir(root: str | Path, table: str) -> str:
+    return objstore.parse(str(root)).path(table) if objstore.is_remote(root) else str(Path(root) / table)
+
+
+def _cut_to_micros(
+    dataset: ds.FileSystemDataset, base_dir: str, columns: list[str] | None, filter: ds.Expression | None
+) -> pa.Table:
+    """The rows of a one-file dataset whose times are finer than microseconds (pandas writes nanoseconds), cut
+    to microseconds as DuckDB reads them. Raises what the reading raises for any other cause."""
+    physical = pq.read_schema(dataset.files[0], filesystem=dataset.filesystem)
+    fine = {f.name: f.type for f in physical if f.name in dataset.schema.names and pa.types.is_timestamp(f.type)}
+    if not any(t.unit == "ns" for t in fine.values()):
+        return dataset.to_table(columns=columns, filter=filter)  # raises again: not this
+    schema = pa.schema([pa.field(f.name, fine.get(f.name, f.type)) for f in dataset.schema])
+    as_written = ds.dataset(
+        dataset.files,
+        format="parquet",
+        partitioning=PARTITIONING,
+        schema=schema,
+        partition_base_dir=base_dir,
+        filesystem=dataset.filesystem,
+    )
+    names = columns if columns is not None else dataset.schema.names
+    wanted = {
+        c: ds.field(c).cast(dataset.schema.field(c).type, safe=False) if c in fine else ds.field(c) for c in names
+    }
+    return as_written.to_table(columns=wanted, filter=filter).cast(pa.schema([dataset.schema.field(c) for c in names]))
 
 
 def load(
