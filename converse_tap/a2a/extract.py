@@ -14,6 +14,7 @@ from .exchange import HttpExchange
 from .finish import finish_extraction, said
 from .grpc import DEFAULT_MAX, extract_grpc_response, message_payload, request_params
 from .grpc_frames import GrpcFrame
+from .grpc_web import WebTrailers
 from .headers import split_uris
 from .objects import Sighting, Walk, get
 from .redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy, cached_for_short
@@ -122,7 +123,7 @@ class Extractor:
     exchange is), `event` for each SSE event of a live stream (its data is then dropped), `finish` at the end,
     after the caller has filled in the exchange's end (ts_end, bytes_out, error)."""
 
-    __slots__ = ("confirmed", "ctx", "ex", "n_events", "out", "req", "settled", "walk")
+    __slots__ = ("confirmed", "ctx", "ex", "mark", "n_events", "out", "req", "settled", "walk", "web")
 
     def __init__(self, ex: HttpExchange, req: A2ARequest, out: Extraction, ctx: Ctx) -> None:
         self.ex, self.req, self.out, self.ctx = ex, req, out, ctx
@@ -130,6 +131,8 @@ class Extractor:
         self.confirmed = req.certain or "a2a+json" in (out.exchange["content_type"] or "")
         self.n_events = 0
         self.settled = False  # a stream's final A2A event has been seen
+        self.web = WebTrailers()  # a live gRPC-Web response's trailers frames
+        self.mark = len(out.exchange["anomalies"])  # where a gRPC response's own notes begin
 
     @classmethod
     def start(
@@ -242,11 +245,15 @@ class Extractor:
         elif self.walk.event_kinds and self.walk.event_kinds[-1] == "message":
             self.settled = True  # a stream answered with a Message ends with it
 
-    def grpc_message(self, frame: GrpcFrame) -> None:
-        """One message of a gRPC response as it arrives (live), in order; `finish` counts it, and no more."""
+    def grpc_message(self, frame: GrpcFrame, codec: str = "proto") -> None:
+        """One message of a gRPC response as it arrives (live), in order; `finish` counts it, and no more. A
+        gRPC-Web trailers frame is kept for `finish` (the first) or counted, and is not a message."""
+        anomalies = self.out.exchange["anomalies"]
+        if self.web.take(frame, anomalies):
+            return
         i = self.n_events
         self.n_events += 1
-        message_payload(frame, i, self.req, self.out.exchange["anomalies"], self._grpc_payload, self._replied())
+        message_payload(frame, i, self.req, anomalies, self._grpc_payload, self._replied(), codec)
 
     def _replied(self) -> float | None:
         """When a reply without a time of its own was seen: the exchange's end, else (a HAR that states no
@@ -275,7 +282,9 @@ class Extractor:
             return finish_extraction(self.out, walk, req, req.certain, self.ctx.redaction)
         content_type = row["content_type"] or ""
         if req.binding == "grpc":
-            extract_grpc_response(ex, req, row, self._grpc_payload, DEFAULT_MAX, self.n_events, self.ctx.redaction)
+            extract_grpc_response(
+                ex, req, row, self._grpc_payload, DEFAULT_MAX, self.n_events, self.ctx.redaction, self.web, self.mark
+            )
             if ex.status >= 400 and row["error_code"] is None:
                 row["error_code"] = ex.status
             cut = any(a.startswith("grpc_frame_truncated") for a in row["anomalies"])

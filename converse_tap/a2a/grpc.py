@@ -23,6 +23,7 @@ from .fastjson import too_many_values as json_too_many_values
 from .grpc_codecs import GrpcContent, from_json, grpc_content, mend, trailer_block, unbase64
 from .grpc_frames import GrpcFrame, body_frames, first_frame, parser_anomalies
 from .grpc_status import grpc_status
+from .grpc_web import WebTrailers, text_frames
 from .grpc_wire import too_many_values
 from .headers import Headers, split_uris
 from .redact import NO_OPERATOR_PATTERNS, Redaction
@@ -40,8 +41,8 @@ PROTO = GrpcContent(web=False, text=False, codec="proto")
 
 
 def is_grpc(content_type: str | None) -> bool:
-    """application/grpc or application/grpc+proto: what a live tap splits into messages (the other gRPC forms,
-    `grpc_codecs.grpc_content`, are decoded from whole bodies)."""
+    """application/grpc or application/grpc+proto (a live tap splits every gRPC form, `grpc_codecs.grpc_content`,
+    into messages)."""
     return grpc_content(content_type) == PROTO
 
 
@@ -266,64 +267,59 @@ def extract_grpc_response(
     max_message: int,
     seen: int = 0,
     redaction: Redaction = NO_OPERATOR_PATTERNS,
+    live: WebTrailers | None = None,
+    mark: int | None = None,
 ) -> None:
     """Fill `row` from a gRPC response: each message through `payload(doc, index, error, ts)`, then the status.
 
     Messages come from the live tap, which hands each to `message_payload` as it arrives (`seen` of them, and
-    `ex.grpc_frames` empty), or from `ex.grpc_frames`, or are split from a whole body (flow files). A gRPC-Web
-    body ends with its trailers, read as the HTTP/2 trailers are."""
+    `ex.grpc_frames` empty; `live` what it learnt of the framing and trailers frames, and `mark` where its
+    messages' notes begin in the row's anomalies), or from `ex.grpc_frames`, or are split from a whole body
+    (flow files). A gRPC-Web body ends with its trailers, read as the HTTP/2 trailers are."""
     anomalies: list[str] = row["anomalies"]
     frames = ex.grpc_frames
     ctype = ex.response_headers.get("content-type")
     content = grpc_content(ctype) or PROTO
     version = (ex.http_version or "").upper()
+    head: list[str] = []  # notes before the messages' own: the form, then the framing
     if not content.web and version.startswith("HTTP/1"):  # gRPC needs HTTP/2 (its trailers); gRPC-Web does not
-        anomalies.append(f"grpc_over_http1:{clip(version)}")
+        head.append(f"grpc_over_http1:{clip(version)}")
     body = ex.response_body
     if frames is None and grpc_content(ctype) is None:  # e.g. an intermediary's HTML error page: not gRPC
         if body:
-            anomalies.append(f"grpc_response_not_grpc:{clip((ctype or '').split(';')[0].strip())}")
+            head.append(f"grpc_response_not_grpc:{clip((ctype or '').split(';')[0].strip())}")
         frames = []
-    elif frames is None and content != PROTO and ex.sse_events is not None:
-        anomalies.append(f"grpc_response_not_decoded:{content.label}")  # a live tap splits only application/grpc
+    elif frames is None and content != PROTO and ex.sse_events is not None:  # tapped as SSE: not split
+        head.append(f"grpc_response_not_decoded:{content.label}")
         frames = []
     if frames is None and body is None and ex.status == 200:
-        anomalies.append("grpc_body_not_stored")  # a flow file written without store_streamed_bodies
-    if frames is None and content.text and body:
-        body = unbase64(body)
-        if body is None:
-            anomalies.append("grpc_web_text_not_base64")
-            frames = []
+        head.append("grpc_body_not_stored")  # a flow file written without store_streamed_bodies
+    web = live or WebTrailers()
     parser = None
     messages: Iterable[GrpcFrame] = frames or ()
     if frames is None:  # a whole body: its messages split as they are decoded, never all held at once
         encoding = ex.response_headers.get("grpc-encoding") or ""
-        messages, parser = body_frames(body or b"", max_message, encoding, ex.ts_end, content.web)
+        if content.text:
+            messages, parser = text_frames(body or b"", max_message, encoding, ex.ts_end, web.notes)
+        else:
+            messages, parser = body_frames(body or b"", max_message, encoding, ex.ts_end, content.web)
     streaming = req.streaming
     row["streamed"] = streaming
-    first_note = len(anomalies)
+    first_note = len(anomalies) if mark is None else mark
     count = seen
-    web_trailers: GrpcFrame | None = None  # the first trailers frame of a gRPC-Web body (the others counted)
-    n_trailers = 0
-    late = False  # a message after gRPC-Web's trailers
     for frame in messages:
-        if frame.trailers and content.web:
-            web_trailers = web_trailers or frame
-            n_trailers += 1
+        if web.take(frame, anomalies):
             continue
-        if web_trailers is not None and not late:
-            late = True
-            anomalies.append("grpc_web_message_after_trailers")
         message_payload(frame, count, req, anomalies, payload, ex.ts_end, content.codec)
         count += 1
     row["sse_events"] = count if streaming else None
-    notes = parser_anomalies(parser) if parser is not None else []
+    notes = head + web.notes + (parser_anomalies(parser) if parser is not None else [])
     if not streaming and count > 1:
         notes.append(f"grpc_unary_messages:{count}")
-    anomalies[first_note:first_note] = notes  # the framing's notes first, then each message's
-    if n_trailers > 1:
-        anomalies.append(f"grpc_web_trailers_frames:{n_trailers}")
-    trailers = _trailers(ex.response_trailers, web_trailers, anomalies)
+    anomalies[first_note:first_note] = notes  # the form's and framing's notes first, then each message's
+    if web.frames > 1:
+        anomalies.append(f"grpc_web_trailers_frames:{web.frames}")
+    trailers = _trailers(ex.response_trailers, web.first, anomalies)
     if trailers is not None:
         echoed = split_uris(
             row["extensions_echoed"] + trailers.get_all("a2a-extensions") + trailers.get_all("x-a2a-extensions"),

@@ -42,7 +42,8 @@ class GrpcFrameParser:
     of the stream unparseable: `malformed` says where, and later bytes are only counted (`web`: gRPC-Web, whose
     trailers come as a last frame flagged 0x80, also takes 0x80 and 0x81). `messages` counts the messages whose
     prefix was read; once `count_only` is set, later messages are only counted (skipped like an oversize one:
-    neither held nor decompressed).
+    neither held nor decompressed), except gRPC-Web's first trailers frame, which is still read (it holds the
+    call's status); later trailers frames are counted in `trailers_counted` too.
     """
 
     __slots__ = (
@@ -50,11 +51,17 @@ class GrpcFrameParser:
         "_encoding",
         "_frame",
         "_skip",
+        "_skip_counted",
+        "_skip_late",
+        "_skip_length",
         "bytes",
         "count_only",
+        "counted_after_trailers",
         "malformed",
         "max_message_bytes",
         "messages",
+        "trailers_counted",
+        "trailers_read",
         "web",
     )
 
@@ -65,11 +72,17 @@ class GrpcFrameParser:
         self._buf = bytearray()
         self._frame: tuple[int, int] | None = None  # (flag, length) of the message being read
         self._skip = 0  # bytes of an oversize message still to skip
+        self._skip_counted = False  # the message being skipped was not returned (only counted, or shed)
+        self._skip_length = 0  # ... and its length
+        self._skip_late = False  # ... and it is a message after a trailers frame that was read
         self.bytes = 0
         self.malformed: str | None = None
         self.messages = 0
         self.count_only = False
         self.web = web
+        self.trailers_read = False  # a trailers frame has been returned
+        self.trailers_counted = 0  # trailers frames only counted (count_only), among `messages`
+        self.counted_after_trailers = False  # a message only counted came after a trailers frame that was read
 
     @property
     def held(self) -> int:
@@ -83,6 +96,7 @@ class GrpcFrameParser:
             return False
         _flag, length = self._frame
         self._skip = length - len(self._buf)
+        self._skip_counted, self._skip_length = True, length  # not returned: counted once whole
         self._frame = None
         self._buf.clear()
         return True
@@ -96,12 +110,18 @@ class GrpcFrameParser:
             n = min(self._skip, len(view))
             self._skip -= n
             view = view[n:]
+            if not self._skip:
+                self.counted_after_trailers |= self._skip_late and self._skip_counted
+                self._skip_counted = self._skip_late = False
         buf = self._buf
         if self.count_only and self._frame is None and not buf:  # counted in place, not copied
             pos = self._count(view, 0, len(view))
-            if self.malformed is None:
+            if self.malformed is not None:
+                return []
+            if len(view) - pos < PREFIX:
                 buf += view[pos:]  # the start of the next prefix
-            return []
+                return []
+            view = view[pos:]  # the first trailers frame: read below
         buf += view
         out: list[GrpcFrame] = []
         pos, end, frame = 0, len(buf), self._frame
@@ -110,7 +130,8 @@ class GrpcFrameParser:
             if frame is None:
                 if self.count_only:
                     pos = self._count(buf, pos, end)
-                    break
+                    if self.malformed is not None:
+                        return out
                 if end - pos < PREFIX:
                     break
                 flag, length = unpack(buf, pos)
@@ -120,6 +141,7 @@ class GrpcFrameParser:
                 pos += PREFIX
                 self.messages += 1
                 if length > limit:
+                    self.trailers_read = self.trailers_read or flag > 1
                     out.append(GrpcFrame(b"", received, flag & 1 == 1, length, oversize=True, trailers=flag > 1))
                     have = min(length, end - pos)
                     pos += have
@@ -135,8 +157,14 @@ class GrpcFrameParser:
                 data = bytes(whole[pos : pos + length])
             pos += length
             frame = None
-            got = self._message(data, received) if flag & 1 else GrpcFrame(data, received, False, length)
+            if flag > 1 and self.trailers_read:  # a later trailers frame: only its first counts, never inflated
+                got = GrpcFrame(b"", received, flag & 1 == 1, length)
+            elif flag & 1:
+                got = self._message(data, received)
+            else:
+                got = GrpcFrame(data, received, False, length)
             got.trailers = flag > 1
+            self.trailers_read = self.trailers_read or got.trailers
             out.append(got)
         self._frame = frame
         if self.malformed is None:
@@ -147,18 +175,29 @@ class GrpcFrameParser:
         """Count-only: the messages of `data[pos:end]` (the chunk's last bytes) skipped, prefix by prefix (a tight
         loop: a body of 5-byte empty messages costs no object per message); the position reached, the rest of a
         message left to skip."""
-        unpack, n = _HEAD.unpack_from, 0
+        unpack, n, trailers, flag, length = _HEAD.unpack_from, 0, self.trailers_counted, 0, 0
         while end - pos >= PREFIX:
             flag, length = unpack(data, pos)
-            if flag > 1 and not (self.web and flag in _WEB_TRAILERS):
-                self._malformed(flag, self.bytes - end + pos)
-                break
+            if flag > 1:
+                if not (self.web and flag in _WEB_TRAILERS):
+                    self._malformed(flag, self.bytes - end + pos)
+                    break
+                if not self.trailers_read:  # the call's trailers: left to be read
+                    break
+                self.trailers_counted += 1
             n += 1
             pos += PREFIX + length
         self.messages += n
+        whole = n - (self.trailers_counted - trailers)  # messages counted, not trailers frames
         if pos > end:
             self._skip = pos - end
+            self._skip_counted, self._skip_length = True, length
             pos = end
+            if flag <= 1:  # the last is not whole yet: after trailers only once it is
+                whole -= 1
+                self._skip_late = self.trailers_read
+        if self.trailers_read and whole > 0:
+            self.counted_after_trailers = True
         return pos
 
     def _malformed(self, flag: int, offset: int) -> None:
@@ -166,8 +205,14 @@ class GrpcFrameParser:
         self._buf.clear()
         self._frame = None
 
+    def unfinished(self) -> int:
+        """1 when a message counted in `messages` is neither whole nor returned (its bytes are still coming)."""
+        return 1 if self._frame is not None or (self._skip and self._skip_counted) else 0
+
     def pending(self) -> int:
         """Bytes of an incomplete message (prefix included) held or skipped: non-zero at the end means a cut."""
+        if self._skip and self._skip_counted:  # a message only counted or shed: as if it were held
+            return PREFIX + self._skip_length - self._skip
         held = len(self._buf) + (PREFIX if self._frame is not None else 0)
         return held + self._skip
 

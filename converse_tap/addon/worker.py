@@ -21,8 +21,7 @@ from mitmproxy.net.http import url as urls
 
 from ..a2a.exchange import HttpExchange
 from ..a2a.extract import Extraction, Extractor, failed_extraction
-from ..a2a.grpc import is_grpc
-from ..a2a.grpc_frames import GrpcFrameParser, parser_anomalies
+from ..a2a.grpc_codecs import grpc_content
 from ..a2a.headers import Headers
 from ..a2a.inflate import Inflater, TooLarge, decoded_prefix
 from ..a2a.redact import Redaction, TextPolicy, install_log_redactor
@@ -34,6 +33,7 @@ from ..store.recovery import recover
 from ..store.writer import DatasetWriter
 from .bypass import BypassCheck
 from .flows import PREFIX, _addr, _body
+from .grpc_live import GrpcLive
 from .summary import summary_lines
 
 log = logging.getLogger("converse_tap.worker")
@@ -56,7 +56,7 @@ class _Stream:
     inflater: Inflater | None
     bytes: int = 0
     failed: str | None = None
-    grpc: GrpcFrameParser | None = None  # a gRPC response: length-prefixed messages instead of SSE events
+    grpc: GrpcLive | None = None  # a gRPC response (any form): length-prefixed messages instead of SSE events
     reverse: bool = False  # a GET captured by a reverse-mode proxy: a card it returns is checked
     held: int = 0  # bytes it holds as last counted: its parser's unfinished event, its rows' texts, its decoder
     counted: int = 0  # its message rows whose texts are counted in `row_bytes`
@@ -207,10 +207,11 @@ class Worker:
                 del self.others[next(iter(self.others))]
             self.others[fid] = None
             return
-        if is_grpc(ex.response_headers.get("content-type")):
+        content = grpc_content(ex.response_headers.get("content-type"))
+        if content is not None and extractor.req.binding == "grpc":
             ex.sse_events = None
             ex.grpc_frames = []  # none kept: each goes to the extractor as it comes
-            grpc = GrpcFrameParser(self.max_body, ex.response_headers.get("grpc-encoding") or "")
+            grpc = GrpcLive(content, self.max_body, ex.response_headers.get("grpc-encoding") or "")
             self.streams[fid] = _Stream(ex, extractor, SseParser(self.max_body), None, grpc=grpc, reverse=reverse)
             return
         inflater = None
@@ -267,17 +268,7 @@ class Worker:
         if stream.failed is not None:
             return
         if stream.grpc is not None:  # each message parsed as it comes and not kept; past max_events, counted
-            extractor = stream.extractor
-            for frame in stream.grpc.feed(chunk, received):
-                if extractor.n_events >= self.max_events:
-                    if extractor.n_events == self.max_events:
-                        extractor.note(f"grpc_messages_not_parsed_past:{self.max_events}")
-                    extractor.n_events += 1
-                    continue
-                try:
-                    extractor.grpc_message(frame)
-                except Exception as e:  # a bug, or an input we did not foresee: it costs only this message
-                    extractor.note(f"grpc_message_failed:{extractor.n_events - 1}:{type(e).__name__}")
+            stream.grpc.feed(stream.extractor, chunk, received, self.max_events)
             return
         try:
             pieces = stream.inflater.pieces(chunk) if stream.inflater is not None else (chunk,)
@@ -313,8 +304,7 @@ class Worker:
             ex.error, ts_err = err
             ex.ts_end = ex.ts_end or ts_err
         if stream.grpc is not None:
-            for note in parser_anomalies(stream.grpc):
-                stream.extractor.note(note)
+            stream.grpc.close(stream.extractor, ex.ts_end, self.max_events)
         partial = stream.failed is not None or (ex.error is not None and stream.parser.pending)
         if stream.failed is None and ex.error is None and stream.grpc is None:
             try:  # a clean end: a last event without its blank line still counts
