@@ -183,6 +183,10 @@ def test_two_recorders_into_one_prefix_lose_and_double_nothing(s3: str, tmp_path
     assert len(exchanges) == 2 * per and len(set(exchanges)) == 2 * per
     writers = {re.search(r"part-\d+-(.+)-\d+\.parquet$", k).group(1) for k in _parquet_keys(s3)}  # type: ignore[union-attr]
     assert len(writers) == 2
+    # the report over a table of many files (each writer rolled over every second), through DuckDB's reads
+    report = invoke("report", s3, "--format", "json")
+    assert report.exit_code == 0, report.output
+    assert json.loads(report.stdout)["dataset"]["exchanges"] == 2 * per
     assert not list(tmp_path.glob("j*/**/*.arrows"))
 
 
