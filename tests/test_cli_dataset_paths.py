@@ -53,3 +53,25 @@ def test_a_symlink_to_a_dataset_directory_is_the_dataset(sample: Path, tmp_path:
     link.symlink_to(sample, target_is_directory=True)
     code, out, _ = _run(["sql", "{d}", "SELECT count(*) AS n FROM exchanges", "--format", "csv"], link)
     assert code == 0 and out.splitlines()[0] == "n" and int(out.splitlines()[1]) > 0
+
+
+def test_an_error_passed_on_with_its_traceback_is_shown_by_its_own_line() -> None:
+    """DuckDB passes on an error of the Python filesystem it reads S3 through with the whole traceback; the user
+    read `cannot read the dataset s3://…: Traceback (most recent call last):` and nothing else."""
+    import duckdb
+
+    from converse_tap.cli.guards import first_line
+
+    text = (
+        "Traceback (most recent call last):\n\n"
+        '  File "/venv/lib/python3.12/site-packages/fsspec/spec.py", line 781, in size\n'
+        '    return self.info(path).get("size", None)\n'
+        "           ^^^^^^^^^^^^^^^\n\n"
+        "OSError: When getting information for key 'ds/x.parquet' in bucket 'bkt': AWS Error NETWORK_CONNECTION\n\n"
+        "LINE 4: ... exchanges WHERE len(anomalies) > 0), unnest(anomalies) AS t(a)\n"
+    )
+    assert first_line(duckdb.IOException(text)).startswith("OSError: When getting information for key 'ds/x")
+    assert first_line(duckdb.BinderException("Binder Error: no such column\nLINE 1: SELECT")) == (
+        "Binder Error: no such column"
+    )
+    assert first_line(ValueError("")) == "ValueError"

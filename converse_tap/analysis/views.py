@@ -9,7 +9,7 @@ from ..store.schema import TABLES
 from .engine import Engine
 from .facts_sql import _TERMINAL, INSTANCES, conversations_sql
 from .load import Window
-from .sources import _arrow, _journaled, _quote, _scan_names, _window_sql
+from .sources import _arrow, _journaled, _window_sql, scan_of, typed_columns
 
 STORED_VIEWS = ("exchanges", "messages", "agent_cards", "capture_gaps")
 FACT_VIEWS = ("replies", "turns", "conversations", "routine_instances")
@@ -29,12 +29,10 @@ def create_named_views(engine: Engine, window: Window | None = None, facts: tupl
         files = engine.listed[table].files if engine.listed else []
         pending = engine.journals.tables.get(table, []) if engine.listed else []
         parts = []
-        if files:
-            listed = ", ".join(_quote(f) for f in _scan_names(engine.root, files))
-            scan = f"read_parquet([{listed}], union_by_name = true)"
-            found = {r[0] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
-            select = ", ".join(c if c in found else f"NULL AS {c}" for c in schema.names)
-            parts.append(f"SELECT {select} FROM {scan}")
+        if files:  # (by name, typed as this version stores them, whatever the writer: sources.typed_columns)
+            scan = scan_of(engine.root, files)
+            found = {r[0]: r[1] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
+            parts.append(f"SELECT {typed_columns(found, list(schema.names))} FROM {scan}")
         if pending:
             con.register(f"_{table}_all_journaled", _journaled(pending, table, list(schema.names), len(files)))
             parts.append(f"SELECT {', '.join(schema.names)} FROM _{table}_all_journaled")

@@ -110,9 +110,17 @@ def check_dataset(dataset: Dataset) -> None:
 
 
 def first_line(e: BaseException) -> str:
-    """An error's first line: DuckDB goes on with advice in its own terms (SET statements, PRAGMAs)."""
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
+    """An error's first line: DuckDB goes on with advice in its own terms (SET statements, PRAGMAs). An error
+    DuckDB passes on from the Python filesystem it read S3 through starts with that error's traceback: its own
+    line (`OSError: …`, the first one not indented after `Traceback`) is the one that says what went wrong."""
+    lines = str(e).strip().splitlines()
+    if not lines:
+        return type(e).__name__
+    if lines[0].startswith("Traceback (most recent call last)"):
+        said = next((line for line in lines[1:] if line.strip() and not line.startswith((" ", "\t"))), None)
+        if said is not None:
+            return said
+    return lines[0]
 
 
 def read_error(e: Exception, dataset: Dataset, error: type[click.ClickException]) -> click.ClickException:

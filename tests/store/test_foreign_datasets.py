@@ -138,6 +138,9 @@ def test_rows_another_writer_stored_read_as_the_same_rows_stored_by_this_version
     stderr = _same(ours, theirs, "report", "--format", "json")
     stderr += _same(ours, theirs, "agents", "--format", "json")
     stderr += _same(ours, theirs, "report", "--format", "json", "--since", "1999-12-31T23:00:01Z")
+    stderr += _same(ours, theirs, "show", "c1")  # (the views of `sql` and `show` read the files as the report)
+    every = "SELECT * EXCLUDE (exchange_id) FROM exchanges ORDER BY ts_start, exchange_id"
+    stderr += _same(ours, theirs, "sql", every, "--format", "json")
     assert "warning" not in stderr
     rep = json.loads(invoke("report", str(theirs), "--format", "json").stdout)
     assert rep["dataset"]["exchanges"] == 18  # the sample's 9 and their 9
@@ -241,3 +244,4 @@ def test_a_dataset_under_a_key_value_folder_keeps_its_own_columns(sample: Path, 
     _same(sample, root, "report", "--format", "json")
     r = invoke("agents", str(root), "--format", "json")
     assert "billing" not in r.stdout and "lake" not in r.stdout
+    _same(sample, root, "sql", "SELECT DISTINCT agent FROM exchanges ORDER BY agent", "--format", "csv")
