@@ -323,9 +323,9 @@ V03_ARTIFACT_EVENT: dict[str, Any] = {
 }
 
 
-def _v03_stream(event: Any) -> Any:
+def _v03_exchange(request: Any, event: Any) -> Any:
     flow = a2a_flow(
-        body=json.dumps(V03_REQUEST).encode(),
+        body=json.dumps(request).encode(),
         headers={"a2a-version": "0.3"},
         response=sse_body(event),
         content_type="text/event-stream",
@@ -334,15 +334,12 @@ def _v03_stream(event: Any) -> Any:
     return extract(exchange_from_flow(flow), TextPolicy())
 
 
+def _v03_stream(event: Any) -> Any:
+    return _v03_exchange(V03_REQUEST, event)
+
+
 def _v03_request(request: Any) -> Any:
-    flow = a2a_flow(
-        body=json.dumps(request).encode(),
-        headers={"a2a-version": "0.3"},
-        response=sse_body(V03_STATUS_EVENT),
-        content_type="text/event-stream",
-        response_headers={"a2a-extensions": EXT},
-    )
-    return extract(exchange_from_flow(flow), TextPolicy())
+    return _v03_exchange(request, V03_STATUS_EVENT)
 
 
 def _request_extraction(request: Any) -> Any:
