@@ -209,7 +209,7 @@ def inflate(raw: bytes, content_encoding: str, limit: int) -> bytes:
     """A whole body decoded, bounded by `limit` (TooLarge past it; ValueError when it does not decode; Truncated,
     holding what was decoded, when its stream is cut short — a capture of a stream the client left, say)."""
     inflater = Inflater(content_encoding, limit)
-    if inflater.identity:
+    if inflater.identity or not raw:  # (no body at all is no stream cut short: a HEAD's, a 204's)
         if len(raw) > limit:
             raise TooLarge(limit)
         return raw

@@ -105,9 +105,7 @@ class LiveExport:
                 self._served(host, self.metrics.serve(host, port))
             except OSError as e:
                 if e.errno != errno.EADDRINUSE:
-                    log.error(
-                        "converse-tap: cannot serve metrics on %s (%s); recording goes on without them", listen, e
-                    )
+                    log.error(_NOT_SERVED, listen, e)
                     self.metrics = None
                 else:  # the worker the options replaced may still hold it while it finishes its files
                     waiting = threading.Thread(

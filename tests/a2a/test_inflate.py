@@ -69,3 +69,4 @@ def test_data_after_the_end_of_a_deflate_stream_is_not_taken_as_the_body() -> No
     with pytest.raises(ValueError, match="after the end"):
         inflate(body, "deflate", 1 << 20)
     assert inflate(gzip.compress(b"x") + b"\x00" * 8, "gzip", 1 << 20) == b"x"  # zero padding: readers ignore it
+    assert inflate(b"", "gzip", 1 << 20) == b""  # no body at all (a HEAD's, a 204's) is no stream cut short
