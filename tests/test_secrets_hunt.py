@@ -69,12 +69,8 @@ def _mitmproxy_log_line(head: bytes) -> str:
     raise AssertionError("mitmproxy read this head")
 
 
-def test_request_heads_mitmproxy_refuses_are_logged_without_their_credentials() -> None:
-    lines = [
-        _mitmproxy_log_line(b"POST /a2a?q=hello world&access_token=LOGSECRET1 HTTP/1.1"),  # origin-form (reverse)
-        _mitmproxy_log_line(b"POST http://agent.test/a2a?q=a b&token=LOGSECRET2 HTTP/1.1"),  # regular mode
-        _mitmproxy_log_line(b"POST /a2a HTTP/1.1\r\nHost: agent.test\r\nAuthorization Bearer LOGSECRET3"),
-    ]
+def _logged(*lines: str) -> str:
+    """`lines` as a log handler with the project's LogRedactor writes them."""
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.addFilter(LogRedactor())
@@ -83,10 +79,19 @@ def test_request_heads_mitmproxy_refuses_are_logged_without_their_credentials() 
     logger.propagate = False
     try:
         for line in lines:
-            logger.warning(line)
+            logger.warning("%s", line)
     finally:
         logger.removeHandler(handler)
-    logged = stream.getvalue()
+    return stream.getvalue()
+
+
+def test_request_heads_mitmproxy_refuses_are_logged_without_their_credentials() -> None:
+    lines = [
+        _mitmproxy_log_line(b"POST /a2a?q=hello world&access_token=LOGSECRET1 HTTP/1.1"),  # origin-form (reverse)
+        _mitmproxy_log_line(b"POST http://agent.test/a2a?q=a b&token=LOGSECRET2 HTTP/1.1"),  # regular mode
+        _mitmproxy_log_line(b"POST /a2a HTTP/1.1\r\nHost: agent.test\r\nAuthorization Bearer LOGSECRET3"),
+    ]
+    logged = _logged(*lines)
     assert "Bad HTTP request line" in logged and "Invalid header line" in logged
     assert [s for s in ("LOGSECRET1", "LOGSECRET2", "LOGSECRET3") if s in logged] == []
 

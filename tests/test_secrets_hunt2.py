@@ -11,9 +11,7 @@ page tokens, prose) is stored as it came, and that the new rules scan in linear 
 
 from __future__ import annotations
 
-import io
 import json
-import logging
 from typing import Any
 
 import pytest
@@ -21,11 +19,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from converse_tap.a2a.extract import extract
-from converse_tap.a2a.redact import REDACTED, LogRedactor, Redaction, TextPolicy, redact_card_json, stored_json
+from converse_tap.a2a.redact import REDACTED, Redaction, TextPolicy, redact_card_json, stored_json
 from converse_tap.addon.flows import exchange_from_flow
 from tests.children import finishes_within
 from tests.factories import EXT, a2a_flow, agent_message, envelope, jsonrpc_request, jsonrpc_result, user_message
-from tests.test_secrets_hunt import _card, _leaks
+from tests.test_secrets_hunt import _card, _leaks, _logged
 
 _REDACTIONS = (Redaction(), Redaction.from_patterns(["NOTHERE"]))  # built-in rules alone, and with operator patterns
 
@@ -69,20 +67,6 @@ def _everywhere_text(text: str) -> list[Any]:
 
 def _leaked(flows: list[Any], *secrets: str) -> list[tuple[str, str]]:
     return sorted({leak for flow in flows for leak in _leaks(flow, *secrets)})
-
-
-def _logged(line: str) -> str:
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.addFilter(LogRedactor())
-    logger = logging.getLogger("tests.secrets_hunt2")
-    logger.addHandler(handler)
-    logger.propagate = False
-    try:
-        logger.warning("%s", line)
-    finally:
-        logger.removeHandler(handler)
-    return stream.getvalue()
 
 
 # -- 1. webhook URLs whose path is the secret ---------------------------------------------------------------------

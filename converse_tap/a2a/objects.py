@@ -101,13 +101,14 @@ def get(obj: dict[str, Any], name: str) -> Any:
     return value
 
 
-def _id_at(value: Any, location: str, key: str, w: Walk) -> str | None:
-    """An id of a task or event: a string, or (of another type) its text, said so."""
+def id_text(value: Any, where: str, anomalies: list[str]) -> str | None:
+    """An id (of a task, an event, a message's task or context): a string, '' and null meaning absent; one of
+    another type is kept as its text, and said so (`wrong_type:<where>=<type>`)."""
     if value.__class__ is str:
         return value or None
     if value is None or value == "":
         return None
-    w.anomalies.append(f"wrong_type:{location}.{key}={type(value).__name__}")
+    anomalies.append(f"wrong_type:{where}={type(value).__name__}")
     return str(value)
 
 
@@ -116,7 +117,7 @@ def _ids(obj: dict[str, Any], id_key: str, location: str, w: Walk) -> tuple[str 
     tid, cid = get(obj, id_key), get(obj, "contextId")
     if (tid is None or tid.__class__ is str) and (cid is None or cid.__class__ is str):  # (the rule)
         return tid or None, cid or None
-    return _id_at(tid, location, id_key, w), _id_at(cid, location, "contextId", w)
+    return id_text(tid, f"{location}.{id_key}", w.anomalies), id_text(cid, f"{location}.contextId", w.anomalies)
 
 
 def _dict_or_none(obj: dict[str, Any], key: str, location: str, w: Walk) -> dict[str, Any] | None:

@@ -12,7 +12,18 @@ from .classify import A2ARequest
 from .constants import CARD_METHOD, JSONRPC_V03_METHODS, JSONRPC_V1_METHODS, TASK_STATES, V03_NON_OBJECT_RESULTS
 from .envelope import clip, empty_envelope, find_envelope, flatten_envelope
 from .exchange import HttpExchange
-from .objects import Sighting, Walk, extensions_of, get, normalise_role, part_kind, parts_of, text_of, walk_result
+from .objects import (
+    Sighting,
+    Walk,
+    extensions_of,
+    get,
+    id_text,
+    normalise_role,
+    part_kind,
+    parts_of,
+    text_of,
+    walk_result,
+)
 from .redact import Redaction, TextPolicy, redact_card_json
 
 MESSAGE_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
@@ -210,7 +221,7 @@ class Ctx:
         if (cid is None or cid.__class__ is str) and (tid is None or tid.__class__ is str):  # (the rule)
             cid, tid = cid or None, tid or None
         else:
-            cid, tid = _id_noted(cid, "contextId", anomalies), _id_noted(tid, "taskId", anomalies)
+            cid, tid = id_text(cid, "contextId", anomalies), id_text(tid, "taskId", anomalies)
         name = obj.get("name") if is_artifact else None
         if name is not None and not isinstance(name, str):
             anomalies.append(f"wrong_type:artifact.name={type(name).__name__}")
@@ -253,13 +264,6 @@ def id_or_none(value: Any) -> str | None:
     if value is None or value == "":
         return None
     return value if isinstance(value, str) else str(value)
-
-
-def _id_noted(value: Any, name: str, anomalies: list[str]) -> str | None:
-    """A message's id field: one of another type than a string is kept as its text, and said so."""
-    if value is not None and value != "" and not isinstance(value, str):
-        anomalies.append(f"wrong_type:{name}={type(value).__name__}")
-    return id_or_none(value)
 
 
 def _number(value: Any) -> bool:
