@@ -9,9 +9,6 @@ the dataset (docs/performance.md has the measurements behind choosing it).
 
 from __future__ import annotations
 
-import contextlib
-import shutil
-import tempfile
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,9 +19,8 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
-from ..store import objstore
 from ..store.reader import Journals, TableFiles
-from ..store.schema import TABLES
+from .dataset_views import connect, dataset_views, release
 from .facts_sql import (
     ANOMALIES,
     CITED,
@@ -51,18 +47,8 @@ from .facts_sql import (
 )
 from .facts_sql import CONVERSATION_KEY as CONVERSATION_KEY  # re-exported: callers name it from here
 from .facts_sql import NONE as NONE
-from .load import AGENT_SAID, CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Frames, Window, journal_notes
-from .sources import (
-    _arrow,
-    _file_groups,
-    _journaled,
-    _journals_then_files,
-    _quote,
-    _replies_arrow,
-    _scan_sql,
-    _window_sql,
-    capture_gap_notes,
-)
+from .load import CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Frames, Window, journal_notes
+from .sources import _arrow, _replies_arrow, capture_gap_notes
 
 DEFAULT_MEMORY_LIMIT = "500MB"  # with the rest of the process, a report stays under 1 GiB (performance.md)
 # replies are built from runs of files of about this many message rows: the join of one run with its message keys
@@ -89,25 +75,9 @@ class Engine:
         self._chunks: list[tuple[str, int, int | None]] = []
         self._partitions = 1  # hash partitions the message keys are grouped in, one after the other
         # closed on close(), or when the engine is collected or the interpreter exits (a notebook may never close)
-        self._finalizer = weakref.finalize(self, _release, con, spill)
+        self._finalizer = weakref.finalize(self, release, con, spill)
 
     # construction -------------------------------------------------------------------------------------------
-
-    @staticmethod
-    def _connect(memory_limit: str | None, threads: int | None) -> tuple[duckdb.DuckDBPyConnection, str]:
-        spill = tempfile.mkdtemp(prefix="converse-tap-duckdb-")
-        con = duckdb.connect(config={"temp_directory": spill})
-        con.execute("SET TimeZone = 'UTC'")
-        con.execute("SET preserve_insertion_order = false")
-        # never drawn into a report written to stdout; in a Jupyter kernel without ipywidgets DuckDB refuses to
-        # touch the setting at all (and draws nothing there either)
-        with contextlib.suppress(duckdb.InvalidInputException):
-            con.execute("SET enable_progress_bar = false")
-        if memory_limit:
-            con.execute(f"SET memory_limit = {_quote(memory_limit)}")
-        if threads:
-            con.execute(f"SET threads = {int(threads)}")
-        return con, spill
 
     @classmethod
     def over_dataset(
@@ -124,54 +94,12 @@ class Engine:
         (pushed down to the scan). Files that are not the dataset's are skipped and listed in `skipped`.
         The replies are built from runs of files of about `chunk_rows` message rows, one after the other, and
         the message keys in hash partitions of about `partition_rows` message rows."""
-        window = window or Window()
-        con, spill = cls._connect(memory_limit, threads)
-        first = window.since.strftime("%Y-%m-%d") if window.since else None
-        last = window.until.strftime("%Y-%m-%d") if window.until else None
-        journals, listed = _journals_then_files(root, first, last, exclude)  # exclude: damaged files, and why
-        if objstore.is_remote(root):  # read through pyarrow's S3 filesystem: no DuckDB extension to download
-            objstore.register_duckdb(con)
-        present, skipped = [], []
-        chunks: list[tuple[str, int, int | None]] = []
-        message_rows = 0
-        for table, columns, ts in (
-            ("messages", [*MESSAGE_COLUMNS, "object_kind"], "ts"),
-            ("exchanges", EXCHANGE_COLUMNS, "ts_start"),
-            ("agent_cards", CARD_COLUMNS, "ts"),
-        ):
-            files = listed[table].files
-            skipped += listed[table].foreign
-            parts = []
-            if files:
-                parts.append(_scan_sql(con, files, columns, 0, root))
-            pending = journals.tables[table]
-            if pending:  # after every file, in the order they were journaled
-                con.register(f"_{table}_journaled", _journaled(pending, table, columns, len(files)))
-                parts.append(f"SELECT {', '.join(columns)}, pos FROM _{table}_journaled")
-            if not parts:
-                con.register(f"_{table}_empty", _arrow(pd.DataFrame(), table, columns))
-                parts.append(f"SELECT *, NULL::BIGINT AS pos FROM _{table}_empty")
-            else:
-                present.append(table)
-            where = _window_sql(window, ts)
-            name = "sightings" if table == "messages" else table
-            if table == "messages":
-                where += f" AND {AGENT_SAID}"
-            source = " UNION ALL BY NAME ".join(f"({p})" for p in parts)
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM ({source}) WHERE {where}")
-            if table == "messages" and files:
-                for group, lo, end, rows in _file_groups(files, chunk_rows, root):
-                    scan = _scan_sql(con, group, columns, lo, root)
-                    chunks.append((f"(SELECT * FROM ({scan}) WHERE {where})", lo << 40, end << 40))
-                    message_rows += rows
-                if pending:
-                    chunks.append((f"(SELECT * FROM _messages_journaled WHERE {where})", len(files) << 40, None))
-        present = [t for t in TABLES if t in present]
-        skipped += journals.foreign
-        engine = cls(con, str(root), present, spill)
-        engine.skipped, engine.journals, engine.listed = skipped, journals, listed
-        engine._chunks = chunks if len(chunks) > 1 else []
-        engine._partitions = max(1, -(-message_rows // max(1, partition_rows)))
+        con, spill = connect(memory_limit, threads)
+        views = dataset_views(con, root, window or Window(), chunk_rows, exclude)
+        engine = cls(con, str(root), views.present, spill)
+        engine.skipped, engine.journals, engine.listed = views.skipped, views.journals, views.listed
+        engine._chunks = views.chunks if len(views.chunks) > 1 else []
+        engine._partitions = max(1, -(-views.message_rows // max(1, partition_rows)))
         return engine
 
     @classmethod
@@ -184,7 +112,7 @@ class Engine:
     ) -> Engine:
         """Views over frames in memory: `frames` (as `load_frames` returns them), or a messages frame, or an
         already built replies frame."""
-        con, spill = cls._connect(None, None)
+        con, spill = connect(None, None)
         if frames is not None:
             messages = frames.messages
         msgs = messages if messages is not None else pd.DataFrame()
@@ -390,11 +318,6 @@ class Engine:
 
     def cards(self) -> pd.DataFrame:
         return self.df("SELECT * EXCLUDE (pos) FROM agent_cards")
-
-
-def _release(con: duckdb.DuckDBPyConnection, spill: str) -> None:
-    con.close()
-    shutil.rmtree(spill, ignore_errors=True)
 
 
 @contextmanager

@@ -24,8 +24,9 @@ import pyarrow as pa
 
 from ..store.reader import Journals, TableFiles, table_files
 from ..store.schema import TABLES
-from .engine import Engine, _arrow, _journaled, _journals_then_files, _window_sql
+from .engine import Engine
 from .load import AGENT_SAID, CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Window
+from .sources import _arrow, _journaled, _journals_then_files, _window_sql
 from .spark_sql import to_spark
 
 INSTALL = "pip install 'a2a-converse-tap[spark]'"

@@ -1,0 +1,109 @@
+"""The DuckDB connection an engine runs on, and the views it holds over a dataset: `sightings` (the agent's
+messages), `exchanges` and `agent_cards`, each the union of the table's Parquet files and the rows still in its
+journals, narrowed to the report's window where the scan can apply it (columns, `date=` partitions, times).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from ..store import objstore
+from ..store.reader import Journals, TableFiles
+from ..store.schema import TABLES
+from .load import AGENT_SAID, CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Window
+from .sources import _arrow, _file_groups, _journaled, _journals_then_files, _quote, _scan_sql, _window_sql
+
+
+def connect(memory_limit: str | None, threads: int | None) -> tuple[duckdb.DuckDBPyConnection, str]:
+    """A connection in UTC that spills to a directory of its own (returned beside it, for `release`)."""
+    spill = tempfile.mkdtemp(prefix="converse-tap-duckdb-")
+    con = duckdb.connect(config={"temp_directory": spill})
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET preserve_insertion_order = false")
+    # never drawn into a report written to stdout; in a Jupyter kernel without ipywidgets DuckDB refuses to
+    # touch the setting at all (and draws nothing there either)
+    with contextlib.suppress(duckdb.InvalidInputException):
+        con.execute("SET enable_progress_bar = false")
+    if memory_limit:
+        con.execute(f"SET memory_limit = {_quote(memory_limit)}")
+    if threads:
+        con.execute(f"SET threads = {int(threads)}")
+    return con, spill
+
+
+def release(con: duckdb.DuckDBPyConnection, spill: str) -> None:
+    con.close()
+    shutil.rmtree(spill, ignore_errors=True)
+
+
+@dataclass
+class DatasetViews:
+    """What defining the views found: the tables with rows, the files skipped (path, why), the journals and
+    files read, and the parts of the sightings the replies are built from (source, first position, end)."""
+
+    present: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    journals: Journals = field(default_factory=Journals)
+    listed: dict[str, TableFiles] = field(default_factory=dict)
+    chunks: list[tuple[str, int, int | None]] = field(default_factory=list)
+    message_rows: int = 0
+
+
+def dataset_views(
+    con: duckdb.DuckDBPyConnection,
+    root: str | Path,
+    window: Window,
+    chunk_rows: int,
+    exclude: dict[str, str] | None = None,
+) -> DatasetViews:
+    """Create the views `sightings`, `exchanges` and `agent_cards` over the dataset at `root` in `con`.
+    `exclude`: files not to read (damaged ones), and why."""
+    first = window.since.strftime("%Y-%m-%d") if window.since else None
+    last = window.until.strftime("%Y-%m-%d") if window.until else None
+    journals, listed = _journals_then_files(root, first, last, exclude)
+    if objstore.is_remote(root):  # read through pyarrow's S3 filesystem: no DuckDB extension to download
+        objstore.register_duckdb(con)
+    out = DatasetViews(journals=journals, listed=listed)
+    present = []
+    for table, columns, ts in (
+        ("messages", [*MESSAGE_COLUMNS, "object_kind"], "ts"),
+        ("exchanges", EXCHANGE_COLUMNS, "ts_start"),
+        ("agent_cards", CARD_COLUMNS, "ts"),
+    ):
+        files = listed[table].files
+        out.skipped += listed[table].foreign
+        parts = []
+        if files:
+            parts.append(_scan_sql(con, files, columns, 0, root))
+        pending = journals.tables[table]
+        if pending:  # after every file, in the order they were journaled
+            con.register(f"_{table}_journaled", _journaled(pending, table, columns, len(files)))
+            parts.append(f"SELECT {', '.join(columns)}, pos FROM _{table}_journaled")
+        if not parts:
+            con.register(f"_{table}_empty", _arrow(pd.DataFrame(), table, columns))
+            parts.append(f"SELECT *, NULL::BIGINT AS pos FROM _{table}_empty")
+        else:
+            present.append(table)
+        where = _window_sql(window, ts)
+        name = "sightings" if table == "messages" else table
+        if table == "messages":
+            where += f" AND {AGENT_SAID}"
+        source = " UNION ALL BY NAME ".join(f"({p})" for p in parts)
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM ({source}) WHERE {where}")
+        if table == "messages" and files:
+            for group, lo, end, rows in _file_groups(files, chunk_rows, root):
+                scan = _scan_sql(con, group, columns, lo, root)
+                out.chunks.append((f"(SELECT * FROM ({scan}) WHERE {where})", lo << 40, end << 40))
+                out.message_rows += rows
+            if pending:
+                out.chunks.append((f"(SELECT * FROM _messages_journaled WHERE {where})", len(files) << 40, None))
+    out.present = [t for t in TABLES if t in present]
+    out.skipped += journals.foreign
+    return out
