@@ -10,22 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from converse_tap.a2a.classify import classify
-from converse_tap.a2a.exchange import HttpExchange
 from converse_tap.a2a.extract import extract
 from converse_tap.a2a.grpc import classify_grpc, decode, grpc_status, is_grpc, request_params
 from converse_tap.a2a.grpc_frames import GrpcFrameParser, parse_frames
 from converse_tap.a2a.headers import Headers
 from converse_tap.a2a.redact import TextPolicy
+from tests.a2a.grpc_helpers import BASE, GRPC_HEADERS, V1, frame, grpc_exchange
 from tests.factories import EXT, envelope
 
-BASE = "https://agent.test:8443"
-V1 = f"{BASE}/lf.a2a.v1.A2AService"
 V03 = f"{BASE}/a2a.v1.A2AService"
-GRPC_HEADERS = [("content-type", "application/grpc"), ("a2a-extensions", EXT)]
-
-
-def frame(data: bytes, compressed: bool = False) -> bytes:
-    return bytes([compressed]) + len(data).to_bytes(4, "big") + data
 
 
 MESSAGES = [b"", b"x", b"\x00" * 4, b"\x01\x00\x00\x00\x05hello", bytes(range(256)) * 3]
@@ -177,24 +170,6 @@ def test_status_from_trailers_or_trailers_only_headers() -> None:
     )
 
 
-def _exchange(
-    method: str, request: bytes, body: bytes | None, trailers: list[tuple[str, str]] | None = None, **kw
-) -> HttpExchange:
-    return HttpExchange(
-        id="g-1",
-        method="POST",
-        url=f"{V1}/{method}",
-        request_headers=Headers(GRPC_HEADERS),
-        request_body=frame(request),
-        http_version="HTTP/2.0",
-        status=200,
-        response_headers=Headers([("content-type", "application/grpc"), ("a2a-extensions", EXT)]),
-        response_body=body,
-        response_trailers=Headers(trailers if trailers is not None else [("grpc-status", "0")]),
-        **kw,
-    )
-
-
 def _stream_body() -> bytes:
     working = pb.StreamResponse(
         status_update=pb.TaskStatusUpdateEvent(
@@ -212,7 +187,7 @@ def _stream_body() -> bytes:
 
 
 def test_a_stream_from_a_flow_body_gives_one_sighting_per_message() -> None:
-    out = extract(_exchange("SendStreamingMessage", _send_request(), _stream_body()), TextPolicy())
+    out = extract(grpc_exchange("SendStreamingMessage", _send_request(), _stream_body()), TextPolicy())
     assert out is not None
     row = out.exchange
     assert (row["binding"], row["method"], row["streamed"], row["sse_events"], row["complete"]) == (
@@ -238,17 +213,18 @@ def test_a_stream_from_a_flow_body_gives_one_sighting_per_message() -> None:
 def test_a_stream_cut_mid_way_is_incomplete() -> None:
     body = _stream_body()
     out = extract(
-        _exchange("SendStreamingMessage", _send_request(), body[:-3], trailers=[], error="peer closed"), TextPolicy()
+        grpc_exchange("SendStreamingMessage", _send_request(), body[:-3], trailers=[], error="peer closed"),
+        TextPolicy(),
     )
     assert out is not None
     assert out.exchange["complete"] is False and out.exchange["sse_events"] == 1
     assert any(a.startswith("grpc_frame_truncated:") for a in out.exchange["anomalies"])
-    out = extract(_exchange("SendStreamingMessage", _send_request(), body, trailers=[]), TextPolicy())
+    out = extract(grpc_exchange("SendStreamingMessage", _send_request(), body, trailers=[]), TextPolicy())
     assert out is not None and out.exchange["complete"] is False and "grpc_status_missing" in out.exchange["anomalies"]
 
 
 def test_an_error_status_is_recorded_as_an_error() -> None:
-    ex = _exchange(
+    ex = grpc_exchange(
         "GetTask",
         pb.GetTaskRequest(id="t-9").SerializeToString(),
         b"",
@@ -267,7 +243,7 @@ def test_an_error_status_is_recorded_as_an_error() -> None:
 
 
 def test_bad_messages_become_anomalies() -> None:
-    ex = _exchange("SendMessage", _send_request(), frame(b"\x0a\x05ab") + frame(b"") + b"\x09\x00\x00\x00\x00")
+    ex = grpc_exchange("SendMessage", _send_request(), frame(b"\x0a\x05ab") + frame(b"") + b"\x09\x00\x00\x00\x00")
     out = extract(ex, TextPolicy())
     assert out is not None
     assert out.exchange["anomalies"] == [
@@ -282,7 +258,7 @@ def test_v03_messages_and_echo_in_trailers() -> None:
         message_id="a-1", context_id="c-1", role=v03.ROLE_AGENT, content=[v03.Part(text="Hi")], extensions=[EXT]
     )
     msg.metadata.update({EXT: envelope()})
-    ex = _exchange("SendMessage", b"", frame(v03.SendMessageResponse(msg=msg).SerializeToString()))
+    ex = grpc_exchange("SendMessage", b"", frame(v03.SendMessageResponse(msg=msg).SerializeToString()))
     ex.url = f"{V03}/SendMessage"
     ex.request_body = frame(
         v03.SendMessageRequest(
@@ -302,7 +278,7 @@ def test_v03_messages_and_echo_in_trailers() -> None:
 
 
 def test_a_non_grpc_answer_to_a_grpc_call_is_an_error_not_frames() -> None:
-    ex = _exchange("SendMessage", _send_request(), b"<html>Bad gateway</html>", trailers=[])
+    ex = grpc_exchange("SendMessage", _send_request(), b"<html>Bad gateway</html>", trailers=[])
     ex.status, ex.response_headers = 502, Headers([("content-type", "text/html; charset=utf-8")])
     out = extract(ex, TextPolicy())
     assert out is not None
@@ -312,7 +288,7 @@ def test_a_non_grpc_answer_to_a_grpc_call_is_an_error_not_frames() -> None:
 
 
 def test_a_flow_saved_without_its_streamed_body_says_so() -> None:
-    out = extract(_exchange("SendMessage", _send_request(), None), TextPolicy())
+    out = extract(grpc_exchange("SendMessage", _send_request(), None), TextPolicy())
     assert out is not None
     assert out.exchange["anomalies"] == ["grpc_body_not_stored"] and out.exchange["complete"]
     assert [m["direction"] for m in out.messages] == ["request"]
@@ -323,13 +299,15 @@ def test_a_stream_the_client_cancelled_after_its_final_message_is_complete() -> 
     proxy before the agent's trailers, the flow ends in an error, but nothing of the exchange is missing."""
     error = "client cancelled the stream"
     reply = frame(pb.StreamResponse(message=_agent_message()).SerializeToString())
-    ex = _exchange("SendStreamingMessage", _send_request(), reply, trailers=[], error=error)
+    ex = grpc_exchange("SendStreamingMessage", _send_request(), reply, trailers=[], error=error)
     out = extract(ex, TextPolicy())
     assert out is not None and out.exchange["complete"] and out.exchange["error"] == error
     assert out.exchange["anomalies"] == [] and out.exchange["replies"] == 1
     body = _stream_body()  # working, then completed: cut after `working`, the exchange is not whole
     working = body[: 5 + int.from_bytes(body[1:5], "big")]
-    out = extract(_exchange("SendStreamingMessage", _send_request(), working, trailers=[], error=error), TextPolicy())
+    out = extract(
+        grpc_exchange("SendStreamingMessage", _send_request(), working, trailers=[], error=error), TextPolicy()
+    )
     assert out is not None and out.exchange["complete"] is False and out.exchange["sse_events"] == 1
 
 
@@ -365,7 +343,7 @@ def test_shed_drops_the_message_being_read_and_the_stream_goes_on() -> None:
 
 def test_a_status_message_and_echoed_extensions_are_redacted() -> None:
     """grpc-message quotes what the agent was sent (URLs with userinfo, tokens); trailers echo extension URIs."""
-    ex = _exchange(
+    ex = grpc_exchange(
         "GetTask",
         pb.GetTaskRequest(id="t-9").SerializeToString(),
         b"",

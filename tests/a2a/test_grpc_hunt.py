@@ -22,36 +22,8 @@ from converse_tap.a2a.grpc import classify_grpc, decode, grpc_status, request_pa
 from converse_tap.a2a.grpc_frames import GrpcFrameParser, body_frames, first_frame, parse_frames, parser_anomalies
 from converse_tap.a2a.headers import Headers
 from converse_tap.a2a.redact import TextPolicy
+from tests.a2a.grpc_helpers import BASE, GRPC_HEADERS, V1, frame, grpc_exchange
 from tests.factories import EXT, envelope
-
-BASE = "https://agent.test:8443"
-V1 = f"{BASE}/lf.a2a.v1.A2AService"
-GRPC = [("content-type", "application/grpc"), ("a2a-extensions", EXT)]
-
-
-def frame(data: bytes, compressed: bool = False) -> bytes:
-    return bytes([compressed]) + len(data).to_bytes(4, "big") + data
-
-
-def _exchange(
-    method: str,
-    request: bytes,
-    body: bytes | None,
-    trailers: list[tuple[str, str]] | None = None,
-    response_headers: list[tuple[str, str]] | None = None,
-) -> HttpExchange:
-    return HttpExchange(
-        id="g-1",
-        method="POST",
-        url=f"{V1}/{method}",
-        request_headers=Headers(GRPC),
-        request_body=frame(request),
-        http_version="HTTP/2.0",
-        status=200,
-        response_headers=Headers(response_headers or [("content-type", "application/grpc"), ("a2a-extensions", EXT)]),
-        response_body=body,
-        response_trailers=Headers(trailers if trailers is not None else [("grpc-status", "0")]),
-    )
 
 
 def _reply(mid: str = "a-1") -> pb.Message:
@@ -77,7 +49,7 @@ def test_status_details_naming_an_error_info_that_is_not_one_is_an_anomaly() -> 
     status, notes = grpc_status(Headers(), Headers(trailers))
     assert status is not None and (status.code, status.reason) == (5, None)
     assert notes == ["grpc_status_details_undecodable"]
-    out = extract(_exchange("GetTask", GET_TASK, b"", trailers), TextPolicy())
+    out = extract(grpc_exchange("GetTask", GET_TASK, b"", trailers), TextPolicy())
     assert out is not None
     row = out.exchange
     assert (row["error_code"], row["error_status"], row["error_reason"]) == (5, "NOT_FOUND", None)
@@ -111,7 +83,7 @@ def test_valid_statuses_and_codes_past_the_known_ones(raw: str, code: int, name:
 
 
 def test_a_trailers_only_error_with_an_invalid_status_is_an_error_row() -> None:
-    ex = _exchange(
+    ex = grpc_exchange(
         "GetTask",
         GET_TASK,
         b"",
@@ -159,10 +131,10 @@ def test_a_compressed_message_cut_short_is_not_a_shorter_message(encoding: str, 
     frames, notes = parse_frames(frame(stream[:cut], True), encoding=encoding)
     assert (frames[0].data, frames[0].error, notes) == (b"", "inflate_failed", [])
     headers = [("content-type", "application/grpc"), ("grpc-encoding", encoding)]
-    out = extract(_exchange("GetTask", GET_TASK, frame(stream[:cut], True), response_headers=headers), TextPolicy())
+    out = extract(grpc_exchange("GetTask", GET_TASK, frame(stream[:cut], True), response_headers=headers), TextPolicy())
     assert out is not None
     assert out.exchange["anomalies"] == ["inflate_failed"] and out.exchange["task_state"] is None
-    out = extract(_exchange("GetTask", GET_TASK, frame(stream, True), response_headers=headers), TextPolicy())
+    out = extract(grpc_exchange("GetTask", GET_TASK, frame(stream, True), response_headers=headers), TextPolicy())
     assert out is not None and out.exchange["anomalies"] == [] and out.exchange["replies"] == 1
 
 
@@ -209,7 +181,7 @@ def test_a_request_of_many_tiny_messages_is_counted_not_held() -> None:
     body = frame(GET_TASK) + b"\x00\x00\x00\x00\x00" * 100_000
     tracemalloc.start()
     try:
-        req = classify_grpc(f"{V1}/GetTask", Headers(GRPC), body)
+        req = classify_grpc(f"{V1}/GetTask", Headers(GRPC_HEADERS), body)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -228,14 +200,14 @@ def test_extra_request_messages_are_never_decompressed() -> None:
 def test_a_request_whose_first_prefix_lies_about_its_length() -> None:
     """4 GiB declared, a few bytes sent: one oversize message, skipped, and the cut is said."""
     body = b"\x00\xff\xff\xff\xff" + GET_TASK
-    req = classify_grpc(f"{V1}/GetTask", Headers(GRPC), body)
+    req = classify_grpc(f"{V1}/GetTask", Headers(GRPC_HEADERS), body)
     assert req is not None and req.params is None
     assert req.anomalies == [
         f"request_grpc_frame_truncated:{0xFFFFFFFF - len(GET_TASK)}",
         "request_grpc_message_too_large",
     ]
     body = b"\x00\x00\x00\x00\x03" + GET_TASK  # shorter than the body: the rest is read as the next prefix
-    req = classify_grpc(f"{V1}/GetTask", Headers(GRPC), body)
+    req = classify_grpc(f"{V1}/GetTask", Headers(GRPC_HEADERS), body)
     assert req is not None and req.task_id is None
     assert req.anomalies == ["request_grpc_frame_truncated:2", "request_grpc_message_undecodable:DecodeError"]
 
@@ -260,7 +232,7 @@ def test_a_flow_stream_of_many_messages_counts_them_all() -> None:
     done = pb.StreamResponse(message=_reply()).SerializeToString()
     body = frame(working) * 3000 + frame(done) + b"\x00\x00\x00"  # and the start of a prefix
     request = pb.SendMessageRequest(message=pb.Message(message_id="u-1", role=pb.ROLE_USER)).SerializeToString()
-    out = extract(_exchange("SendStreamingMessage", request, body), TextPolicy())
+    out = extract(grpc_exchange("SendStreamingMessage", request, body), TextPolicy())
     assert out is not None
     row = out.exchange
     assert (row["sse_events"], row["replies"], row["anomalies"]) == (3001, 1, ["grpc_frame_truncated:3"])
@@ -300,7 +272,7 @@ def test_an_out_of_range_timestamp_costs_that_value_not_the_task() -> None:
     task.status.timestamp.seconds = 10**15
     task.history.append(_reply())
     task.history[0].metadata.update({"odd": float("inf")})
-    out = extract(_exchange("GetTask", GET_TASK, frame(task.SerializeToString())), TextPolicy())
+    out = extract(grpc_exchange("GetTask", GET_TASK, frame(task.SerializeToString())), TextPolicy())
     assert out is not None
     row = out.exchange
     assert (row["task_state"], row["replies"]) == ("TASK_STATE_COMPLETED", 1)
@@ -320,13 +292,13 @@ def test_invalid_timestamps_in_a_stream_and_a_request() -> None:
     msg = pb.Message(message_id="u-1", role=pb.ROLE_USER, parts=[pb.Part(text="hi")])
     msg.metadata.update({"n": float("nan")})
     request = pb.SendMessageRequest(message=msg).SerializeToString()
-    out = extract(_exchange("SendStreamingMessage", request, body), TextPolicy())
+    out = extract(grpc_exchange("SendStreamingMessage", request, body), TextPolicy())
     assert out is not None
     row = out.exchange
     assert row["anomalies"] == ["request_grpc_value_dropped:number", "grpc_value_dropped:Timestamp:0"]
     assert (row["sse_events"], row["replies"]) == (2, 1)
     assert [m["text"] for m in out.messages if m["direction"] == "request"] == ["hi"]
-    req = classify_grpc(f"{V1}/SendMessage", Headers(GRPC), frame(request))
+    req = classify_grpc(f"{V1}/SendMessage", Headers(GRPC_HEADERS), frame(request))
     assert req is not None and request_params(req)["message"]["metadata"] == {"n": None}
 
 
@@ -359,7 +331,7 @@ def test_deeply_nested_metadata_is_decoded_or_refused_never_a_crash(depth: int) 
     body = frame(b"\x12" + _varint(len(msg)) + msg)  # SendMessageResponse.message (field 2)
     assert pb.SendMessageResponse.DESCRIPTOR.fields_by_name["message"].number == 2
     request = pb.SendMessageRequest(message=pb.Message(message_id="u-1", role=pb.ROLE_USER)).SerializeToString()
-    out = extract(_exchange("SendMessage", request, body), TextPolicy())
+    out = extract(grpc_exchange("SendMessage", request, body), TextPolicy())
     assert out is not None
     if depth == 20:
         assert [m["message_id"] for m in out.messages if m["direction"] == "response"] == ["a-1"]
@@ -376,8 +348,8 @@ def _web_trailers(*lines: str, flag: int = 0x80) -> bytes:
     return bytes([flag]) + len(block).to_bytes(4, "big") + block
 
 
-def _web_exchange(ctype: str, request: bytes, body: bytes, method: str = "SendMessage") -> HttpExchange:
-    ex = _exchange(method, b"", body, trailers=[], response_headers=[("content-type", ctype)])
+def _webgrpc_exchange(ctype: str, request: bytes, body: bytes, method: str = "SendMessage") -> HttpExchange:
+    ex = grpc_exchange(method, b"", body, trailers=[], response_headers=[("content-type", ctype)])
     ex.request_headers = Headers([("content-type", ctype), ("a2a-extensions", EXT)])
     ex.request_body, ex.response_trailers = request, None
     ex.http_version = "HTTP/1.1" if "grpc-web" in ctype else "HTTP/2.0"  # gRPC-Web, as browsers send it
@@ -395,7 +367,7 @@ def test_grpc_web_calls_are_recorded_with_the_status_from_the_trailers_frame(cty
     with a trailers frame (flag 0x80) that holds grpc-status and the echoed extensions."""
     reply = frame(pb.SendMessageResponse(message=_reply()).SerializeToString())
     body = reply + _web_trailers("grpc-status: 0", "grpc-message: ", f"a2a-extensions: {EXT}")
-    out = extract(_web_exchange(ctype, frame(SEND), body), TextPolicy())
+    out = extract(_webgrpc_exchange(ctype, frame(SEND), body), TextPolicy())
     assert out is not None
     row = out.exchange
     assert (row["binding"], row["method"], row["complete"], row["replies"]) == ("grpc", "SendMessage", True, 1)
@@ -405,7 +377,7 @@ def test_grpc_web_calls_are_recorded_with_the_status_from_the_trailers_frame(cty
         ("response", "Open 12-15."),
     ]
     body = _web_trailers("Grpc-Status: 5", "grpc-message: Task%20not%20found", "garbage line")
-    out = extract(_web_exchange(ctype, frame(GET_TASK), body, "GetTask"), TextPolicy())
+    out = extract(_webgrpc_exchange(ctype, frame(GET_TASK), body, "GetTask"), TextPolicy())
     assert out is not None
     row = out.exchange
     assert (row["error_code"], row["error_status"], row["error_message"], row["task_id"]) == (
@@ -424,16 +396,16 @@ def test_grpc_web_streams_and_odd_trailers() -> None:
     done = pb.StreamResponse(message=_reply()).SerializeToString()
     ctype = "application/grpc-web+proto"
     body = frame(working) + _web_trailers("grpc-status: 0") + frame(done) + _web_trailers("grpc-status: 13")
-    out = extract(_web_exchange(ctype, frame(SEND), body, "SendStreamingMessage"), TextPolicy())
+    out = extract(_webgrpc_exchange(ctype, frame(SEND), body, "SendStreamingMessage"), TextPolicy())
     assert out is not None
     row = out.exchange
     assert (row["sse_events"], row["replies"], row["error_code"]) == (2, 1, None)  # the first trailers count
     assert row["anomalies"] == ["grpc_web_message_after_trailers", "grpc_web_trailers_frames:2"]
-    out = extract(_web_exchange(ctype, frame(SEND), frame(working), "SendStreamingMessage"), TextPolicy())
+    out = extract(_webgrpc_exchange(ctype, frame(SEND), frame(working), "SendStreamingMessage"), TextPolicy())
     assert out is not None and out.exchange["complete"] is False
     assert out.exchange["anomalies"] == ["grpc_status_missing"]
     # in plain gRPC, a frame flagged 0x80 is no trailers frame but a broken stream
-    ex = _exchange("SendMessage", SEND, frame(done) + _web_trailers("grpc-status: 0"))
+    ex = grpc_exchange("SendMessage", SEND, frame(done) + _web_trailers("grpc-status: 0"))
     out = extract(ex, TextPolicy())
     assert out is not None and out.exchange["anomalies"] == [f"grpc_frame_malformed:flag=128@{len(done) + 5}"]
 
@@ -446,12 +418,12 @@ def test_grpc_web_text_is_base64_in_pieces() -> None:
     pieces = base64.b64encode(reply[:7]) + base64.b64encode(reply[7:]) + b"\r\n" + base64.b64encode(trailers)
     assert pieces.count(b"=") >= 2  # the test is about padded pieces
     request = base64.b64encode(frame(SEND))
-    out = extract(_web_exchange("application/grpc-web-text+proto", request, pieces), TextPolicy())
+    out = extract(_webgrpc_exchange("application/grpc-web-text+proto", request, pieces), TextPolicy())
     assert out is not None
     row = out.exchange
     assert (row["complete"], row["replies"], row["anomalies"]) == (True, 1, [])
     assert [m["text"] for m in out.messages] == ["When are you open?", "Open 12-15."]
-    out = extract(_web_exchange("application/grpc-web-text", b"!!not base64", b"%%%"), TextPolicy())
+    out = extract(_webgrpc_exchange("application/grpc-web-text", b"!!not base64", b"%%%"), TextPolicy())
     assert out is not None
     assert out.exchange["anomalies"] == [
         "request_grpc_web_text_not_base64",
@@ -467,7 +439,7 @@ def test_the_json_codec_is_read_as_protojson_not_as_protobuf() -> None:
     from google.protobuf import json_format
 
     reply = json_format.MessageToJson(pb.SendMessageResponse(message=_reply())).encode()
-    ex = _web_exchange("application/grpc+json", frame(request), frame(reply))
+    ex = _webgrpc_exchange("application/grpc+json", frame(request), frame(reply))
     ex.response_trailers = Headers([("grpc-status", "0")])
     out = extract(ex, TextPolicy())
     assert out is not None
@@ -475,7 +447,7 @@ def test_the_json_codec_is_read_as_protojson_not_as_protobuf() -> None:
     assert (row["complete"], row["replies"], row["anomalies"]) == (True, 1, [])
     assert [m["text"] for m in out.messages] == ["Hi", "Open 12-15."] and out.messages[1]["has_envelope"]
     for bad in (b"{not json", b'{"message": 5}', b"\xff\xfe", b"[" * 100_000):
-        ex = _web_exchange("application/grpc+json", frame(request), frame(bad))
+        ex = _webgrpc_exchange("application/grpc+json", frame(request), frame(bad))
         ex.response_trailers = Headers([("grpc-status", "0")])
         out = extract(ex, TextPolicy())
         assert out is not None and out.exchange["anomalies"] == ["grpc_message_undecodable:ValueError"]
@@ -483,7 +455,7 @@ def test_the_json_codec_is_read_as_protojson_not_as_protobuf() -> None:
 
 def test_a_codec_nobody_decodes_is_recorded_and_said() -> None:
     ctype = "application/grpc+thrift"
-    ex = _web_exchange(ctype, frame(b"\x0b\x00\x01"), frame(b"\x00"), "GetTask")
+    ex = _webgrpc_exchange(ctype, frame(b"\x0b\x00\x01"), frame(b"\x00"), "GetTask")
     ex.response_trailers = Headers([("grpc-status", "0")])
     out = extract(ex, TextPolicy())
     assert out is not None
@@ -494,7 +466,7 @@ def test_a_codec_nobody_decodes_is_recorded_and_said() -> None:
 def test_a_live_tap_says_which_gRPC_forms_it_relayed_unread() -> None:
     """The live tap splits application/grpc into messages; a gRPC-Web or +json response it relays is not read
     (the row says so instead of claiming a missing body)."""
-    ex = _web_exchange("application/grpc-web", frame(SEND), b"")
+    ex = _webgrpc_exchange("application/grpc-web", frame(SEND), b"")
     ex.response_body, ex.sse_events = None, []  # as the worker leaves a tapped stream
     out = extract(ex, TextPolicy())
     assert out is not None
@@ -532,7 +504,7 @@ def test_which_content_types_are_grpc(ctype: str, grpc: bool) -> None:
     ],
 )
 def test_other_services_are_left_alone(path: str) -> None:
-    assert classify_grpc(f"{BASE}{path}", Headers(GRPC), frame(b"")) is None
+    assert classify_grpc(f"{BASE}{path}", Headers(GRPC_HEADERS), frame(b"")) is None
 
 
 # --- huge repeated fields -------------------------------------------------------------------------------------
@@ -547,7 +519,7 @@ def test_a_message_of_millions_of_tiny_values_is_refused_like_a_json_body() -> N
     """A 2.4 MB Task of 1.2 million empty history entries took the runtime and ProtoJSON about 400 MB and 5 s;
     the JSON bindings refuse a body of over 1,000,000 values, and so does the gRPC decoder now, before parsing."""
     flood = _history_flood(1_200_000)
-    out = extract(_exchange("GetTask", GET_TASK, frame(flood)), TextPolicy())
+    out = extract(grpc_exchange("GetTask", GET_TASK, frame(flood)), TextPolicy())
     assert out is not None and out.exchange["anomalies"] == ["grpc_message_too_many_values:1000000"]
     from converse_tap.a2a.grpc_wire import too_many_values
 
@@ -586,13 +558,13 @@ def test_grpc_over_http1_is_said() -> None:
     """gRPC needs HTTP/2's trailers: a call over HTTP/1.1 (a client or proxy that downgraded it) ends without a
     status, and the row says why; gRPC-Web over HTTP/1.1 is how it is meant to be."""
     reply = frame(pb.Task(id="t-1").SerializeToString())
-    ex = _exchange("GetTask", GET_TASK, reply, trailers=[])
+    ex = grpc_exchange("GetTask", GET_TASK, reply, trailers=[])
     ex.http_version, ex.response_trailers = "HTTP/1.1", None
     out = extract(ex, TextPolicy())
     assert out is not None and out.exchange["complete"] is False
     assert out.exchange["anomalies"] == ["grpc_over_http1:HTTP/1.1", "grpc_status_missing"]
     body = reply + _web_trailers("grpc-status: 0")
-    out = extract(_web_exchange("application/grpc-web", frame(GET_TASK), body, "GetTask"), TextPolicy())
+    out = extract(_webgrpc_exchange("application/grpc-web", frame(GET_TASK), body, "GetTask"), TextPolicy())
     assert out is not None and out.exchange["complete"] and out.exchange["anomalies"] == []
 
 
@@ -604,7 +576,7 @@ def test_fields_a_newer_implementation_adds_are_ignored() -> None:
     data = task.SerializeToString() + extra
     doc, note = decode("v1.0", "GetTask", "response", data)
     assert note is None and doc == decode("v1.0", "GetTask", "response", task.SerializeToString())[0]
-    out = extract(_exchange("GetTask", GET_TASK + extra, frame(data)), TextPolicy())
+    out = extract(grpc_exchange("GetTask", GET_TASK + extra, frame(data)), TextPolicy())
     assert out is not None and out.exchange["anomalies"] == [] and out.exchange["replies"] == 1
     assert out.exchange["task_id"] == "t-1"
 
@@ -680,7 +652,7 @@ def test_a_damaged_stream_always_gives_rows(
     if ctype.endswith("-text"):
         encoded = base64.b64encode(raw)
         raw = encoded[: len(encoded) - (edits[0][2] if edits else 0)]  # (cut: no longer whole base64)
-    ex = _web_exchange(ctype, bytes(request), raw, "SendStreamingMessage")
+    ex = _webgrpc_exchange(ctype, bytes(request), raw, "SendStreamingMessage")
     ex.request_headers = Headers([("content-type", ctype), ("grpc-encoding", encoding)])
     ex.response_headers = Headers([("content-type", ctype), ("grpc-encoding", encoding)])
     ex.response_trailers = Headers([("grpc-status", status)]) if status else None
