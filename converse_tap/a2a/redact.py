@@ -12,7 +12,14 @@ from typing import Any
 
 import orjson
 
-from .redact_secrets import PLAIN_KEYS, hidden, hides_a_secret, is_secret_json_key, secret_text_in
+from .redact_secrets import (
+    PLAIN_KEYS,
+    hidden,
+    hides_a_secret,
+    is_secret_json_key,
+    named_secret_value,
+    secret_text_in,
+)
 from .redact_text import free_text, may_change
 from .redact_url import REDACTED, SHORT_TEXT, _builtin, cached_for_short, redact_shapes
 
@@ -93,6 +100,8 @@ class Redaction:
                         keep(k)
                 if not v.keys() <= plain_keys and hides_a_secret(v):  # (keys known plain: one C comparison)
                     return True
+                if ("value" in v or "Value" in v) and named_secret_value(v):  # `{"name": "Authorization", …}`
+                    return True
                 extend(v.values())
             elif t is list:
                 extend(v)
@@ -100,7 +109,7 @@ class Redaction:
                 keep(str(v))
             elif isinstance(v, dict):
                 strings.extend(k for k in v if isinstance(k, str))
-                if hides_a_secret(v):
+                if hides_a_secret(v) or named_secret_value(v):
                     return True
                 extend(v.values())
             elif isinstance(v, list):
@@ -118,8 +127,8 @@ class Redaction:
 
     def json_urls(self, value: Any) -> Any:
         """A copy of a JSON value with every string (keys too) redacted as free text (for a stored agent card), and
-        the text under a secret-named key (`token`, `credentials`, `client_secret`: a push-notification config)
-        replaced whole.
+        the text under a secret-named key (`token`, `credentials`, `client_secret`: a push-notification config; the
+        `value` of a `{"name": <secret name>, "value": …}` pair) replaced whole.
         A loop, not a recursion: a document is nested as deep as json.loads reads (over 1,000 levels)."""
         pending: list[tuple[Any, Any]] = []
 
@@ -136,8 +145,9 @@ class Redaction:
         while pending:
             source, target = pending.pop()
             if isinstance(source, dict):
+                pair = named_secret_value(source)  # `{"name": "Authorization", "value": "…"}`: the value goes
                 for k, v in source.items():  # a key redacted into one already there replaces its value, in order
-                    if isinstance(k, str) and is_secret_json_key(k) and secret_text_in(v):
+                    if isinstance(k, str) and (k == pair or is_secret_json_key(k)) and secret_text_in(v):
                         v = hidden(v)  # `"token": "…"`, `"credentials": […]`: the text goes, whatever its shape
                     target[self.log_text(k) if isinstance(k, str) else k] = copy(v)
             else:

@@ -1,13 +1,8 @@
-"""Credentials that are not a URL's userinfo or query: named values in free text, webhook tokens carried in a path,
+"""Credentials that are not a URL's userinfo or query: the names that mark them, webhook tokens carried in a path,
 and shapes that span more than one run of token characters.
 
-- `key_values(text)`: the value of a secret-named `name=value` or `name: value` wherever it stands in free text:
-  connection strings (`Password=…;`, `Pwd={…}`, `AccountKey=…`, `SharedAccessSignature=…`), the rest of an AWS
-  SigV4 `Authorization` header (`Credential=…, SignedHeaders=…, Signature=…`), echoed secret headers
-  (`X-Api-Key: …`, `X-A2A-Notification-Token: …`), cookies (`Cookie: a=b; c=d`, `Set-Cookie: …`), and JSON or
-  Python-dict text (`"token": "…"`, `'credentials': '…'`, `{\\"client_secret\\":\\"…\\"}`). Names are looked
-  for only where a word every secret name holds is (`find`), each value is read from where its name ends and never
-  read again: linear.
+- `is_secret_text_name(name)`, `is_secret_json_key(key)`: names whose value is a credential, in free text (read by
+  `redact_named.key_values`) and as a key of a stored document (`hides_a_secret`, `hidden`).
 - `hook_path(path, hook_host)`: random-looking path segments after a webhook segment (`/api/webhooks/<id>/<token>`,
   `/webhookb2/…`), or anywhere in the path of a webhook host (`hooks.slack.com/services/T…/B…/<secret>`).
 - `wide_shapes(text)`: PEM private key blocks, and an AWS access key id with the secret key written after it.
@@ -19,6 +14,8 @@ import re
 from itertools import pairwise
 from typing import Any
 
+from .redact_prose import random_letters
+
 REDACTED = "[REDACTED]"
 
 # -- names --------------------------------------------------------------------------------------------------------
@@ -27,8 +24,8 @@ REDACTED = "[REDACTED]"
 # `pageToken`), API, access, account, private and signing keys, SAS and SigV4 signatures, credentials, cookies,
 # session ids. Not `key` alone (slot keys, map keys), nor `author`
 _SECRET_WORD = re.compile(
-    r"passw|passphrase|pwd|secret|(?<!page)(?<!page[-_.])token(?!s|iz)|api[-_.]?key|access[-_.]?key|"
-    r"account[-_.]?key|private[-_.]?key|signing[-_.]?key|auth[-_.]?key|subscription[-_.]?key|"
+    r"passw|passphrase|pwd|secret|(?<!page)(?<!page[-_.])token(?!s|iz)|api[-_. ]?key|access[-_. ]?key|"
+    r"account[-_. ]?key|private[-_. ]?key|signing[-_. ]?key|auth[-_. ]?key|subscription[-_. ]?key|"
     r"signature|credential|cookie"
 )
 # names that are credentials whole, whatever the tail rule below says (`sid` ends like an `id`)
@@ -58,13 +55,19 @@ _JSON_KEY_CACHE: dict[str, bool] = {}
 _JSON_KEY_CACHE_MAX = 8192
 
 
+# header names whose value is a credential, as keys of a stored document (`{"headers": {"Authorization": …}}`);
+# in free text, `redact_text` reads them with their scheme (`Authorization: Basic [REDACTED]`)
+_AUTH_KEYS = frozenset({"authorization", "proxy-authorization"})
+
+
 def is_secret_json_key(key: str) -> bool:
-    """A JSON key whose scalar value is a credential (`token`, `credentials`, `client_secret`, `password`...): the
-    text-name rule, less `signature` (a card's `signatures[].signature` is a public JWS signature). Cached: the same
-    few keys come back in every envelope and card."""
+    """A JSON key whose scalar value is a credential (`token`, `credentials`, `client_secret`, `password`,
+    `Authorization`...): the text-name rule, less `signature` (a card's `signatures[].signature` is a public JWS
+    signature). Cached: the same few keys come back in every envelope and card."""
     got = _JSON_KEY_CACHE.get(key)
     if got is None:
-        got = bool(_KEY_NAME.fullmatch(key)) and key.lower() != "signature" and is_secret_text_name(key)
+        low = key.lower()
+        got = bool(_KEY_NAME.fullmatch(key)) and low != "signature" and (low in _AUTH_KEYS or is_secret_text_name(key))
         if len(key) <= 64:
             if len(_JSON_KEY_CACHE) >= _JSON_KEY_CACHE_MAX:
                 _JSON_KEY_CACHE.clear()
@@ -113,147 +116,27 @@ def hides_a_secret(d: dict[Any, Any]) -> bool:
     return False
 
 
+_PAIR_NAMES = ("name", "key", "Name", "Key")
+
+
+def named_secret_value(d: dict[Any, Any]) -> str | None:
+    """`value` (or `Value`) when an object pairs a secret name with its value: `{"name": "Authorization", "value":
+    "Bearer …"}` (HAR headers, cookies and query strings), `{"name": "DB_PASSWORD", "value": "…"}` (an environment
+    list), `{"Key": "api_key", "Value": "…"}`; else None."""
+    for field in ("value", "Value"):
+        if field in d:
+            if not secret_text_in(d[field]):
+                return None
+            for name_field in _PAIR_NAMES:
+                name = d.get(name_field)
+                if type(name) is str and is_secret_json_key(name):
+                    return field
+            return None
+    return None
+
+
 # JSON keys that name no credential (`messageId`, `coverage`, `title`...), as `hides_a_secret` found them
 PLAIN_KEYS: set[str] = set()
-
-
-_HINT_WORDS = ("pass", "pw", "secret", "token", "key", "sig", "credential", "sess", "cookie", "auth", "sid")
-
-
-def may_hold_key_value(text: str) -> bool:
-    """Whether `key_values` may change `text`: a `=` or `:`, and a word every secret name holds. Substring scans
-    (a case-insensitive regular expression took 650 µs on 2 KB without a hit; this takes 16)."""
-    if "=" not in text and ":" not in text:
-        return False
-    low = text.lower()
-    return any(w in low for w in _HINT_WORDS)
-
-
-# -- named values in free text --------------------------------------------------------------------------------------
-
-# `name` then `=` or `:`, the name optionally quoted (`"token":`, `'token':`, `\"token\":`). A name starts where a
-# run of name characters starts (never inside one) and is at most 64 characters long: each start is tried once
-_NAME_SEP = re.compile(
-    r"(?<![A-Za-z0-9_.-])(?P<q>\\?[\"'])?(?P<name>[A-Za-z_-][A-Za-z0-9_.-]{0,63}+)(?(q)\\?[\"'])"
-    r"[ \t]*+(?P<sep>[=:])(?![=:/])[ \t]*+"
-)
-# values, each read from where its name ends; a closing quote or brace is optional, so that a match never fails
-# after reading (and so nothing is read twice)
-_DQ = re.compile(r"\"((?:[^\"\\\r\n]++|\\[^\r\n])*+)")
-_SQ = re.compile(r"'((?:[^'\\\r\n]++|\\[^\r\n])*+)")
-_ESC_DQ = re.compile(r"\\\"([^\"\\\r\n]*+)")  # JSON text inside a JSON string: `\"token\":\"…\"`
-_BRACE = re.compile(r"\{((?:[^}\r\n]++|\}\})*+)")  # ODBC: `Pwd={p;w}`, `}}` escapes a brace
-_BARE = re.compile(r"([^\s;,&?#'\"<>\\(){}\[\]]++)")  # a value ends where a URL's query or fragment starts
-# `word: value` in prose, whose value may be let through: it ends at the next `:` or `=` too, so that what is read
-# and let through is never read again from a later name (`token:token:token:…` read to its end from each name
-# took minutes for 400 KB)
-_PROSE = re.compile(r"([^\s;,&?#'\"<>\\(){}\[\]:=]++)")
-_COOKIE = re.compile(r"([^\s;,'\"]++(?:;[ \t]*+[^\s;,'\"]++)*+)")  # `a=b; c=d; Path=/; HttpOnly`
-_USERINFO_REST = re.compile(r"[^\s/@'\"<>]{0,256}+@")  # the rest of a URL's userinfo, up to its `@`
-_COOKIE_NAMES = frozenset({"cookie", "set-cookie", "cookie2", "set-cookie2"})
-_NOT_VALUES = frozenset({"null", "none", "true", "false", "undefined", "nil"})
-_DIGIT = re.compile(r"[0-9]")
-_UPPER = re.compile(r"[A-Z]")
-_LOWER = re.compile(r"[a-z]")
-
-
-def _looks_like_credential(value: str) -> bool:
-    """For `word: value` in prose (`token: expired` stays): a digit in six characters or more, or mixed case in 16."""
-    if len(value) >= 6 and _DIGIT.search(value):
-        return True
-    return len(value) >= 16 and bool(_UPPER.search(value)) and bool(_LOWER.search(value))
-
-
-def _value(text: str, pos: int, sep: str, quoted_name: bool, name: str) -> tuple[int, int] | None:
-    """The span of the secret value that starts at `pos` (the quotes not in it), or None when there is none."""
-    head = text[pos : pos + 2]
-    if head[:1] == '"':
-        m = _DQ.match(text, pos)
-    elif head[:1] == "'":
-        m = _SQ.match(text, pos)
-    elif head == '\\"':
-        m = _ESC_DQ.match(text, pos)
-    elif head[:1] == "{" and sep == "=":
-        m = _BRACE.match(text, pos)
-    elif name in _COOKIE_NAMES:
-        m = _COOKIE.match(text, pos)
-    else:
-        prose = sep == ":" and not quoted_name and "-" not in name and "_" not in name
-        m = (_PROSE if prose else _BARE).match(text, pos)
-        if m is None or m.group(1).lower() in _NOT_VALUES:
-            return None
-        if prose and not _looks_like_credential(m.group(1)):
-            return None  # prose: `token: expired`, `password: required`
-    if m is None or not m.group(1):
-        return None
-    return m.span(1)
-
-
-_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
-
-
-def _name_starts(text: str) -> list[int]:
-    """Where a name holding one of the words every secret name holds may start: the start of its run of name
-    characters, and the quote before it; in order. Only there is `_NAME_SEP` tried: trying it at every position of
-    the text cost 9 µs for a 100-character error message; this costs a `find` per word. Each run start is found
-    walking back no further than the word found before it, so `pwpwpw…` is walked once, not 64 times."""
-    low = text.lower()
-    found: list[int] = []
-    for word in _HINT_WORDS:
-        i = low.find(word)
-        while i >= 0:
-            found.append(i)
-            i = low.find(word, i + 1)
-    if not found:
-        return found
-    hits = sorted(set(found))
-    starts: list[int] = []
-    prev, run = -1, 0
-    for i in hits:
-        j = i
-        while j > max(prev, 0) and text[j - 1] in _NAME_CHARS:
-            j -= 1
-        start = run if prev >= 0 and j == prev else j  # the walk met the word before: the same run
-        prev, run = i, start
-        if i - start >= 64 or (starts and starts[-1] == start):
-            continue  # a name is at most 64 characters long; a run once
-        if start and text[start - 1] in "\"'":
-            if start > 1 and text[start - 2] == "\\":
-                starts.append(start - 2)
-            starts.append(start - 1)
-        starts.append(start)
-    return starts
-
-
-def key_values(text: str) -> str:
-    """`text` with the value of every secret-named `name=value` / `name: value` replaced (see the module's doc)."""
-    out: list[str] = []
-    pos = 0  # where the text not yet written starts (no name is read before it)
-    for start in _name_starts(text):
-        if start < pos:
-            continue  # inside a value already replaced
-        m = _NAME_SEP.match(text, start)
-        if m is None:
-            continue
-        if (text.endswith("//", 0, start) or text.endswith("\\/\\/", 0, start)) and _USERINFO_REST.match(text, m.end()):
-            continue  # `https://apikey:…@host`: userinfo, which the URL rules drop whole (the host stays)
-        name = m.group("name")
-        low = name.lower()
-        if (low not in _COOKIE_NAMES or m.group("sep") != ":") and not is_secret_text_name(name):
-            continue
-        span = _value(text, m.end(), m.group("sep"), m.group("q") is not None, low)
-        if span is None:
-            continue
-        start, end = span
-        if text[start:end] == REDACTED:
-            pos = end
-            continue
-        out += [text[pos:start], REDACTED]
-        pos = end
-    if not out:
-        return text
-    out.append(text[pos:])
-    return "".join(out)
 
 
 # -- webhook tokens in a path ----------------------------------------------------------------------------------------
@@ -274,8 +157,9 @@ def is_hook_host(host: str) -> bool:
 def random_looking(segment: str) -> bool:
     """A segment that reads as a generated secret, not a word: 16+ token characters, and either hex with digits
     and letters (a UUID, a hex key), or digits and both cases (base62/64), or both cases with a quarter of each
-    (camelCase words have far fewer capitals), or digits and letters of one case alternating often (base36).
-    A slug (`slack-notifications-v2`) and an all-digit id (Discord's webhook id) are no secret."""
+    (camelCase words have far fewer capitals), or digits and letters of one case alternating often (base36), or
+    letters with three pairs that words hardly hold (`redact_prose.random_letters`: a token of lower-case letters
+    only). A slug (`slack-notifications-v2`) and an all-digit id (Discord's webhook id) are no secret."""
     if len(segment) < 16 or not _TOKENISH.fullmatch(segment):
         return False
     digits = sum(c.isdigit() for c in segment)
@@ -285,12 +169,13 @@ def random_looking(segment: str) -> bool:
         return False
     if digits and _HEXISH.fullmatch(segment):
         return True
-    if upper and lower:
-        return bool(digits) or (upper * 4 >= len(segment) and lower * 4 >= len(segment))
-    if digits:  # one case: a base36 token alternates letters and digits, a slug does not
+    if upper and lower and (digits or (upper * 4 >= len(segment) and lower * 4 >= len(segment))):
+        return True
+    if digits and not (upper and lower):  # one case: a base36 token alternates letters and digits, a slug does not
         switches = sum(a.isdigit() != b.isdigit() for a, b in pairwise(segment) if a.isalnum() and b.isalnum())
-        return switches >= 6
-    return False
+        if switches >= 6:
+            return True
+    return random_letters(segment, 16)
 
 
 def hook_path(path: str, hook_host: bool) -> str:

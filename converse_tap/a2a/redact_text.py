@@ -10,11 +10,12 @@
 - URLs: `scheme://…`, `scheme:\\/\\/…` (JSON-escaped slashes), the WHATWG forms of the special schemes
   (`http:/\\u:pw@h`, `http:u:pw@h`) and scheme-relative `//host/…`; userinfo after any of them is dropped;
 - userinfo without a scheme before a `host:port` (`user:pw@grpc.agent.test:443`);
-- echoed credentials of an `Authorization`/`Proxy-Authorization` header (`Authorization: Basic dXNl…`) and a
-  `Bearer` token with a digit in it;
-- first of all, the values of secret-named `name=value` / `name: value` pairs (connection strings, cookies,
-  echoed secret headers, JSON and dict text: `redact_secrets.key_values`), and last, webhook URLs written without
-  a scheme (`hooks.slack.com/services/…/<secret>`: `redact_secrets.hook_words`).
+- echoed credentials of an `Authorization`/`Proxy-Authorization` header (`Authorization: Basic dXNl…`; without a
+  scheme, a value quoted, or of 8+ characters with a digit or a symbol, or that `redact_prose.looks_generated`),
+  and a `Bearer` token with a digit in it or that looks generated (`Bearer authentication` stays);
+- first of all, the values of secret-named `name=value` / `name: value` / `name is value` pairs (connection
+  strings, cookies, echoed secret headers, JSON and dict text, prose: `redact_named.key_values`), and last, webhook
+  URLs written without a scheme (`hooks.slack.com/services/…/<secret>`: `redact_secrets.hook_words`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from .redact_secrets import hook_words, key_values, may_hold_key_value
+from .redact_named import key_values, may_hold_key_value
+from .redact_prose import looks_generated
+from .redact_secrets import hook_words
 from .redact_url import _CANDIDATE, REDACTED, nested_url
 
 # where a URL may start in text: after a delimiter (or at the start), never inside a word or a path
@@ -159,16 +162,32 @@ _SCHEMELESS = re.compile(
     rf"{_AFTER}[A-Za-z0-9._~%!$&*+-]++:[^\s'\"<>/@]{{0,256}}+@"
     r"(?=(?:\[[0-9A-Fa-f:.]*\]|[A-Za-z0-9.-]+):[0-9]{1,5}(?![0-9A-Za-z.-]))"
 )
-# an echoed Authorization header: its scheme stays, its credentials go; without a scheme, a value that looks like
-# one (8 characters or more, with a digit or a symbol: `Authorization: required` stays). Atomic, so that a value
-# already redacted is not taken for the credentials of a scheme
+# an echoed Authorization header: its scheme stays, its credentials go; without a scheme, a quoted value, or one
+# that looks like a credential (`_auth`: `Authorization: required` stays). Atomic, so that a value already
+# redacted is not taken for the credentials of a scheme
 _AUTH = re.compile(
-    r"(?i)(?<![a-z0-9-])((?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?"
-    r"(?>(?:basic|bearer|digest|negotiate|ntlm|token|dpop|mac|hoba|apikey|aws4-hmac-sha256)[ \t]+(?=[^\s'\",;])"
-    r"|(?=[^\s'\",;]{8})(?=[^\s'\",;]*[0-9+/=._~-])))"
-    r"(?!\[REDACTED\])[^\s'\",;]+"
+    r"(?i)(?<![a-z0-9-])((?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*(?P<quote>[\"'])?"
+    r"(?P<scheme>(?>(?:basic|bearer|digest|negotiate|ntlm|token|dpop|mac|hoba|apikey|aws4-hmac-sha256)[ \t]+"
+    r"(?=[^\s'\",;])))?)"
+    r"(?!\[REDACTED\])(?P<value>[^\s'\",;]+)"
 )
-_BEARER = re.compile(r"(?i)(?<![a-z0-9])(bearer[ \t]+)(?=[a-z0-9._~+/-]*[0-9])[a-z0-9._~+/-]{8,}=*")
+_SYMBOL = re.compile(r"[0-9+/=._~-]")
+_BEARER = re.compile(r"(?i)(?<![a-z0-9])(bearer[ \t]+)([a-z0-9._~+/-]{8,}=*)")
+
+
+def _auth(m: re.Match[str]) -> str:
+    value = m.group("value")
+    if m.group("scheme") or m.group("quote") or (len(value) >= 8 and _SYMBOL.search(value)) or looks_generated(value):
+        return m.group(1) + REDACTED
+    return m.group()
+
+
+def _bearer(m: re.Match[str]) -> str:
+    value = m.group(2)
+    return m.group(1) + REDACTED if _DIGIT.search(value) or looks_generated(value) else m.group()
+
+
+_DIGIT = re.compile(r"[0-9]")
 
 
 def _text_url(m: re.Match[str], url: Callable[[str], str]) -> str:
@@ -182,7 +201,7 @@ def _text_url(m: re.Match[str], url: Callable[[str], str]) -> str:
 def free_text(text: str, url: Callable[[str], str]) -> str:
     """`text` with the credentials this module's doc lists taken out (`url` redacts one URL); shapes are left
     to the caller."""
-    if "=" in text or ":" in text:  # first: a value read as a URL would lose only its part before a `/`
+    if may_hold_key_value(text):  # first: a value read as a URL would lose only its part before a `/`
         text = key_values(text)
     if "b'" in text or 'b"' in text:
         text = quoted_heads(text, url)
@@ -193,5 +212,5 @@ def free_text(text: str, url: Callable[[str], str]) -> str:
     if "@" in text:
         text = _SCHEMELESS.sub("", text)
     if _auth_hint(text):
-        text = _BEARER.sub(rf"\1{REDACTED}", _AUTH.sub(rf"\1{REDACTED}", text))
+        text = _BEARER.sub(_bearer, _AUTH.sub(_auth, text))
     return hook_words(text)

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 from . import urls
+from .redact_named import key_values, may_hold_key_value
 from .redact_secrets import REDACTED as REDACTED
 from .redact_secrets import hook_path, is_hook_host, wide_shapes
 
@@ -184,6 +185,8 @@ def _query(query: str, depth: int) -> str:
             value = _query_part(value, depth)
             if ";" in value:  # `a=1;token=…`: servers that split queries at `;` too read a secret name here
                 value = _SEMI_PARAM.sub(_secret_param, value)
+            if "=" in value and may_hold_key_value(value):  # pairs written in one value: `?data=password=hunter`
+                value = key_values(value)
             out.append(f"{name}{eq}{value}")
     return "&".join(out)
 
@@ -209,6 +212,8 @@ def _query_part(raw: str, depth: int) -> str:
         elif "=" in decoded or "@" in decoded:  # nested deeper than is looked into: whatever it holds goes
             clean = REDACTED
     clean = redact_shapes(clean)
+    if depth >= 0 and "=" in clean and "=" not in raw and may_hold_key_value(clean):
+        clean = key_values(clean)  # pairs encoded in one value: `?state=user%3Dann%26password%3Dhunter`
     if clean != decoded or redact_shapes(raw) != raw:
         # a value written without encoding stays so (`?back=/cb?code=[REDACTED]`): no `&` or `#` can be in it
         return clean if decoded == raw else quote_plus(clean, safe="[]:/")

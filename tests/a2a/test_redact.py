@@ -214,7 +214,7 @@ def test_the_fast_paths_never_miss_a_shape(text: str) -> None:
 def _reference_log_text(text: str) -> str:
     """Redaction.log_text as it was written before its cache: named values (without the substring test that lets
     text through first), URLs, userinfo, then shapes."""
-    from converse_tap.a2a.redact_secrets import key_values
+    from converse_tap.a2a.redact_named import key_values
     from converse_tap.a2a.redact_text import _TEXT_URL, _TEXT_USERINFO
     from converse_tap.a2a.redact_url import redact_shapes
 
