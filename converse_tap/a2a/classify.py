@@ -16,7 +16,7 @@ from .objects import get
 
 @dataclass(slots=True)
 class A2ARequest:
-    binding: str  # "jsonrpc" | "rest" | "card" | "grpc"
+    binding: str  # "jsonrpc" | "rest" | "card" | "grpc" | "webhook" (a push delivery: push.py)
     method: str  # canonical v1.0 operation name (or the raw name when unknown)
     method_raw: str
     dialect: str  # "v1.0" | "v0.3"
@@ -237,6 +237,13 @@ def classify(
                 return req
 
     route = _match_route(path, verb)
+    if route is None and verb == "POST":  # no A2A call: perhaps an agent's push delivery to a client's webhook
+        from .push import classify_push  # push imports this module
+
+        why = unparsed if body is None and prefix is not None else "not_seen" if body is None else None
+        push = classify_push(origin, path, headers, body, doc, why, notes)
+        if push is not None:
+            return push
     if verb == "POST" and body is None and prefix is None and route is None and _has_a2a_headers(headers):
         # a call to an A2A agent whose body was never seen (mitmproxy streamed it: `stream_large_bodies`): its
         # reply is read from the response all the same, and the exchange says why its call is unknown

@@ -50,6 +50,12 @@ V03_NON_OBJECT_RESULTS: dict[str, tuple[type, ...]] = {
 }
 STREAMING_METHODS = frozenset({"SendStreamingMessage", "SubscribeToTask"})
 CARD_METHOD = "GetAgentCard"  # the well-known card fetch; not a JSON-RPC method, named for the exchanges table
+# A push notification: the agent's POST of a task's update to the webhook a client registered (push.py). Not an
+# A2A method either: the exchange is the agent's call to the client, named so in the exchanges table; its binding is
+# `webhook`, and its rows' agent key PUSH_AGENT until a report attributes them to their task's agent (facts_sql.py)
+PUSH_METHOD = "PushNotification"
+PUSH_BINDING = "webhook"
+PUSH_AGENT = "push:unattributed"
 
 # Task states: every spelling -> the v1.0 name. Unknown values are kept verbatim by the callers.
 TASK_STATES = {

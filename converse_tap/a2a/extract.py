@@ -9,7 +9,7 @@ from typing import Any
 
 from . import fastjson, urls
 from .classify import A2ARequest, classify
-from .constants import CONVERSE_URI, TERMINAL_TASK_STATES
+from .constants import CONVERSE_URI, PUSH_AGENT, PUSH_BINDING, TERMINAL_TASK_STATES
 from .exchange import HttpExchange
 from .finish import finish_extraction, said
 from .grpc import DEFAULT_MAX, extract_grpc_response, message_payload, request_params
@@ -17,6 +17,7 @@ from .grpc_frames import GrpcFrame
 from .grpc_web import WebTrailers
 from .headers import split_uris
 from .objects import Sighting, Walk, get
+from .push import read_delivery
 from .redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy, cached_for_short
 from .rows import MESSAGE_METHODS, Ctx, Extraction, bound_keys, id_or_none
 from .sse import SseEvent, parse_sse
@@ -151,7 +152,8 @@ class Extractor:
             request_params(req)  # the request message, decoded here (in the worker), not in the proxy
         anomalies: list[str] = list(req.anomalies) + list(ex.anomalies) + urls.anomalies(ex.url)
         agent_url = redaction.url(req.agent_url)
-        agent, agent_id = agent_of(agent_url)
+        # (a push delivery's URL is the client's webhook: its agent is not known here, see push.py)
+        agent, agent_id = agent_of(agent_url) if req.binding != PUSH_BINDING else (PUSH_AGENT, None)
         hdr = ex.request_headers
         asked = hdr.get_all("a2a-extensions") + hdr.get_all("x-a2a-extensions")
         requested = split_uris(asked, redaction, anomalies, "extensions_requested")
@@ -219,6 +221,8 @@ class Extractor:
             elif not said(anomalies, ("request_not_parsed:",)):
                 anomalies.append("request_without_message")  # (a request not parsed says so already)
         extractor = cls(ex, req, out, ctx)
+        if req.binding == PUSH_BINDING:
+            read_delivery(ctx, extractor.walk)
         if ex.status is not None and (ex.sse_events is not None or content_type.startswith("text/event-stream")):
             row["streamed"] = True
             row["sse_events"] = 0
@@ -281,6 +285,10 @@ class Extractor:
                 row["anomalies"].append("no_response")
             return finish_extraction(self.out, walk, req, req.certain, self.ctx.redaction)
         content_type = row["content_type"] or ""
+        if req.binding == PUSH_BINDING:  # the webhook's answer says only whether it took the delivery
+            if ex.status >= 400:
+                row["error_code"] = ex.status
+            return finish_extraction(self.out, walk, req, True, self.ctx.redaction)
         if req.binding == "grpc":
             extract_grpc_response(
                 ex, req, row, self._grpc_payload, DEFAULT_MAX, self.n_events, self.ctx.redaction, self.web, self.mark

@@ -10,6 +10,7 @@ from urllib.parse import unquote
 from .classify import _METHOD_IN_PREFIX, _PROBE, PEEK, _has_a2a_headers, _is_route, _may_hide_jsonrpc
 from .constants import JSONRPC_V03_METHODS, JSONRPC_V1_METHODS
 from .headers import Headers
+from .push import may_be_push
 
 
 def maybe_a2a(method: str, path: str, headers: Headers | Any, body: bytes | None) -> bool:
@@ -35,6 +36,8 @@ def maybe_a2a(method: str, path: str, headers: Headers | Any, body: bytes | None
             or _may_hide_jsonrpc(body, searched)
         ):
             return True
+    if verb == "POST" and may_be_push(headers, body):  # an agent's push delivery to a client's webhook
+        return True
     # (a path whose end decodes to a route is sent on: the whole path, which can be megabytes, is decoded in the
     # recording worker, never on the proxy's event loop)
     return _is_route(path, verb) or ("%" in path and _is_route(unquote(path[-_PROBE:]), verb))

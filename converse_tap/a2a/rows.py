@@ -158,6 +158,12 @@ class Ctx:
         self._sightings(walk, before, event_index, ts)
         return len(walk.event_kinds) > kinds or (isinstance(doc, dict) and isinstance(doc.get("tasks"), list))
 
+    def delivered(self, doc: Any, walk: Walk, ts: float | None) -> None:
+        """A push delivery's body (push.py): the agent's objects, read as a stream event's or a poll's are."""
+        before = len(walk.sightings)
+        walk_result(doc, "push", walk)
+        self._sightings(walk, before, None, ts)
+
     def _error(self, err: Any) -> None:
         row = self.out.exchange
         fields = error_fields(err, row["anomalies"])  # redacted with every error column at the end (finish.py)

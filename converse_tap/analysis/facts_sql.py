@@ -8,7 +8,7 @@ other engines; what is DuckDB's own is named where it is used: `epoch_us` and th
 
 from __future__ import annotations
 
-from ..a2a.constants import TERMINAL_ROUTINE_STATUSES
+from ..a2a.constants import PUSH_AGENT, TERMINAL_ROUTINE_STATUSES
 
 NONE = "(none)"  # the key under which a missing value is counted
 # the conversation a message belongs to, as REPLIES computes it for replies (tests check the two agree)
@@ -41,19 +41,41 @@ REPLY_KEY = "coalesce(message_id, 'sighting:' || exchange_id || ':' || seq)"
 FIRST_SK = SORT_KEY.format(ts="first_seen", pos="first_pos")  # a reply's first sighting as one sort key
 
 
+# A push delivery's sightings carry the agent key PUSH_AGENT (the recorder saw only the client's webhook): they are
+# the agent's whose sightings elsewhere hold their task, when exactly one agent's do (else they keep PUSH_AGENT), so
+# that a reply delivered by push and then polled is one reply, of its agent. Only the pushed rows are joined; the
+# others pass through, their keys unchanged (docs/metrics.md, "Push deliveries").
+_PUSHED = f"agent = '{PUSH_AGENT}'"
+ATTRIBUTED = f"""(
+    SELECT agent, message_id, exchange_id, seq, has_envelope, ts, pos, FALSE AS pushed FROM sightings
+    WHERE agent IS DISTINCT FROM '{PUSH_AGENT}'
+    UNION ALL
+    SELECT coalesce(o.owner, s.agent) AS agent, s.message_id, s.exchange_id, s.seq, s.has_envelope, s.ts, s.pos,
+           TRUE AS pushed
+    FROM (SELECT * FROM sightings WHERE {_PUSHED}) s
+    LEFT JOIN (
+        SELECT task_id, min(agent) AS owner FROM sightings
+        WHERE agent IS DISTINCT FROM '{PUSH_AGENT}' AND agent IS NOT NULL
+              AND task_id IN (SELECT task_id FROM sightings WHERE {_PUSHED})
+        GROUP BY task_id HAVING count(DISTINCT agent) = 1
+    ) o ON s.task_id = o.task_id
+)"""
+
+
 # One pass over the agent messages: per distinct message (its agent and id: another agent's message with the same
 # id is another reply), whether any sighting carried the envelope (adoption), and of its sightings with the
-# envelope the first (time and position) and the last (position).
+# envelope the first (time and position) and the last (position). A push delivery's are its task's agent's
+# (ATTRIBUTED): `owner` is the agent of a key that has one (null for the others), which its reply takes.
 def keys_sql(part: int = 0, parts: int = 1) -> str:
     """The keys above, or those of one hash partition of them (`hash` is DuckDB's, on the engine that
     partitions): every sighting of a key lands in the same partition, so the partitions' keys are the keys."""
     where = f" WHERE hash({REPLY_KEY}) % {int(parts)} = {int(part)}" if parts > 1 else ""
     return f"""
-SELECT bool_or(coalesce(has_envelope, false)) AS carried,
+SELECT CASE WHEN bool_or(pushed) THEN agent END AS owner, bool_or(coalesce(has_envelope, false)) AS carried,
        min(ts) FILTER (WHERE has_envelope) AS first_seen,
        (min({SORT_KEY.format(ts="ts", pos="pos")}) FILTER (WHERE has_envelope) & {_LOW64})::BIGINT AS first_pos,
        (max({SORT_KEY.format(ts="ts", pos="pos")}) FILTER (WHERE has_envelope) & {_LOW64})::BIGINT AS last_pos
-FROM sightings{where} GROUP BY agent, {REPLY_KEY}
+FROM {ATTRIBUTED}{where} GROUP BY agent, {REPLY_KEY}
 """
 
 
@@ -66,7 +88,8 @@ def replies_sql(source: str = "sightings", low: int | None = None, high: int | N
     bounds = "".join(f" AND k.last_pos {op} {int(v)}" for op, v in ((">=", low), ("<", high)) if v is not None)
     return f"""
 SELECT {REPLY_KEY} AS reply_key, coalesce(context_id, task_id, 'exchange:' || exchange_id) AS conversation,
-       k.first_seen, k.first_pos, k.last_pos, {", ".join(c for c in REPLY_VALUES if c not in DETAIL_COLUMNS)}
+       k.first_seen, k.first_pos, k.last_pos, coalesce(k.owner, s.agent) AS agent,
+       {", ".join(c for c in REPLY_VALUES if c not in (*DETAIL_COLUMNS, "agent"))}
 FROM {source} s JOIN (SELECT * FROM message_keys k WHERE carried{bounds}) k ON s.pos = k.last_pos
 """
 
