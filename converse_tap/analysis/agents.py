@@ -11,6 +11,7 @@ import pandas as pd
 from ..textsafe import safe_line
 from .drill import plain
 from .engine import DEFAULT_MEMORY_LIMIT, Engine
+from .facts_sql import CLIENT_CALL, NOT_CALLS
 from .load import Frames, Window
 from .metrics import latest_cards
 
@@ -32,8 +33,8 @@ def dataset_overview(root: str | Path, memory_limit: str | None = None) -> tuple
     with Engine.over_dataset(root, Window(), memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT) as engine:
         calls = dict(
             engine.con.sql(
-                """SELECT agent, count(DISTINCT exchange_id) FROM exchanges
-                   WHERE binding IS DISTINCT FROM 'card' AND agent IS NOT NULL GROUP BY agent"""
+                f"""SELECT agent, count(DISTINCT exchange_id) FROM exchanges
+                    WHERE ({CLIENT_CALL}) AND agent IS NOT NULL GROUP BY agent"""
             ).fetchall()
         )
         cards = engine.cards()
@@ -45,7 +46,7 @@ def agents_overview(frames: Frames, calls: dict[str, int] | None = None) -> list
     per agent, when counted elsewhere; else counted from `frames.exchanges`)."""
     ex, cards = frames.exchanges, frames.agent_cards
     if calls is None:
-        traffic = ex[ex["binding"].astype(object) != "card"] if not ex.empty else ex
+        traffic = ex[~ex["binding"].astype(object).isin(NOT_CALLS)] if not ex.empty else ex
         if "exchange_id" in traffic.columns:  # an exchange ingested twice is one call
             traffic = traffic.drop_duplicates("exchange_id")
         calls = {str(k): int(v) for k, v in traffic.groupby("agent").size().items()} if not traffic.empty else {}

@@ -25,6 +25,7 @@ from .facts_sql import (
     ANOMALIES,
     CITED,
     CITED_TITLES,
+    CLIENT_CALL,
     DETAIL_COLUMNS,
     GROUP_KEYS,
     INSTANCE_KEYS,
@@ -289,9 +290,9 @@ class Engine:
 
     def adoption_counts(self) -> dict[str, int]:
         (row,) = self.con.sql(
-            """SELECT count(DISTINCT exchange_id) FILTER (WHERE binding IS DISTINCT FROM 'card'),
-                      count(DISTINCT exchange_id) FILTER (WHERE binding IS DISTINCT FROM 'card' AND converse_requested)
-               FROM exchanges"""  # an exchange ingested twice, or journaled and rolled, is one call
+            f"""SELECT count(DISTINCT exchange_id) FILTER (WHERE ({CLIENT_CALL})),
+                       count(DISTINCT exchange_id) FILTER (WHERE ({CLIENT_CALL}) AND converse_requested)
+                FROM exchanges"""  # an exchange ingested twice, or journaled and rolled, is one call
         ).fetchall()
         msg = self._messages if self._messages is not None else self._count_messages()
         return {"calls": row[0], "asked": row[1], "messages": msg[0], "carried": msg[1]}

@@ -8,7 +8,7 @@ other engines; what is DuckDB's own is named where it is used: `epoch_us` and th
 
 from __future__ import annotations
 
-from ..a2a.constants import PUSH_AGENT, TERMINAL_ROUTINE_STATUSES
+from ..a2a.constants import PUSH_AGENT, PUSH_BINDING, TERMINAL_ROUTINE_STATUSES
 
 NONE = "(none)"  # the key under which a missing value is counted
 # the conversation a message belongs to, as REPLIES computes it for replies (tests check the two agree)
@@ -46,6 +46,10 @@ FIRST_SK = SORT_KEY.format(ts="first_seen", pos="first_pos")  # a reply's first 
 # that a reply delivered by push and then polled is one reply, of its agent. Only the pushed rows are joined; the
 # others pass through, their keys unchanged (docs/metrics.md, "Push deliveries").
 _PUSHED = f"agent = '{PUSH_AGENT}'"
+# Exchanges that are no client's call to an agent: a card fetch, and an agent's push delivery to a client's webhook.
+# Neither counts among the calls that could have asked for the extension, nor makes an agent of the dataset.
+NOT_CALLS = ("card", PUSH_BINDING)
+CLIENT_CALL = f"binding IS NULL OR binding NOT IN ({', '.join(repr(b) for b in NOT_CALLS)})"
 ATTRIBUTED = f"""(
     SELECT agent, message_id, exchange_id, seq, has_envelope, ts, pos, FALSE AS pushed FROM sightings
     WHERE agent IS DISTINCT FROM '{PUSH_AGENT}'

@@ -33,6 +33,8 @@ from ..a2a.constants import (
     COVERAGE_REASONS,
     INVOCATION_OUTCOMES,
     JSONRPC_V1_METHODS,
+    PUSH_BINDING,
+    PUSH_METHOD,
     ROUTINE_STATUSES,
 )
 from ..a2a.redact import SHORT_TEXT
@@ -47,8 +49,8 @@ SEEN_REPLIES = 100_000  # message ids remembered to count each distinct reply on
 AGENT_IDLE = 3600.0  # seconds without an exchange after which an agent's slot may go to another agent
 # values of a label that are always its own (beside at most MAX_VALUES others, first come)
 KNOWN = {
-    "method": frozenset(JSONRPC_V1_METHODS) | {CARD_METHOD},
-    "binding": frozenset({"jsonrpc", "rest", "grpc", "card"}),
+    "method": frozenset(JSONRPC_V1_METHODS) | {CARD_METHOD, PUSH_METHOD},
+    "binding": frozenset({"jsonrpc", "rest", "grpc", "card", PUSH_BINDING}),
     "author": AUTHORS | {""},
     "coverage": COVERAGE | {""},
     "reason": COVERAGE_REASONS | {""},

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..a2a import urls
-from ..a2a.constants import CARD_METHOD, JSONRPC_V1_METHODS
+from ..a2a.constants import CARD_METHOD, JSONRPC_V1_METHODS, PUSH_METHOD
 from ..a2a.extract import agent_of
 from ..a2a.traceparent import own_trace_id, span_id_for
 from .values import fit, hex_id
 
 BINDINGS = ("jsonrpc", "rest", "grpc")  # `card` (a well-known card fetch) has no A2A binding: left out
-METHODS = frozenset(JSONRPC_V1_METHODS) | {CARD_METHOD}  # the span names (v1.0 names, whatever the dialect)
+METHODS = frozenset(JSONRPC_V1_METHODS) | {CARD_METHOD, PUSH_METHOD}  # span names (v1.0 names, whatever the dialect)
 OTHER_METHOD = "_OTHER"
 
 

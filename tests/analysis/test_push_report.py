@@ -132,3 +132,16 @@ def test_spark_attributes_pushed_replies_as_duckdb_does(dataset: Path) -> None:
         session.stop()
     assert json.dumps(spk, sort_keys=True) == json.dumps(duck, sort_keys=True)
     assert duck["dataset"]["replies"] == 4
+
+
+def test_deliveries_are_no_calls_and_their_key_no_agent(dataset: Path) -> None:
+    """A delivery is the agent's request to the client, not a client's call that could ask for the extension, and
+    `push:unattributed` names no agent: adoption and the agents overview leave both out."""
+    from converse_tap.analysis.agents import dataset_overview
+
+    with Engine.over_dataset(dataset) as engine:
+        counts = engine.adoption_counts()
+        calls = engine.scalar("SELECT count(DISTINCT exchange_id) FROM exchanges WHERE binding <> 'webhook'")
+    assert counts["calls"] == calls == 4  # two SendMessage and two GetTask; the three deliveries left out
+    overview, _ = dataset_overview(dataset)
+    assert [a["agent"] for a in overview] == [AGENT]
