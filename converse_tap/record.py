@@ -92,6 +92,7 @@ async def run_proxy(settings: dict[str, Any], sets: list[str]) -> None:
         server_log.removeFilter(quiet)
     if stop.is_set():  # stopped while starting: master.run() would forget it, so stop here, orderly
         await proxyserver.servers.update([])
+        master.should_exit.set()  # (as master.shutdown() does, a turn of the loop later): `done` waits for the files
         tap.done()
         return
     await master.run()  # no await between the check and here: a later signal reaches the running master

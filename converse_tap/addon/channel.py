@@ -71,6 +71,7 @@ class Channel:
         # records lost since the last note, by reason: [records, bytes, first lost at, last lost at]
         self._gaps: dict[str, list[float]] = {}
         self._gap_due = 0.0
+        self.generation = 0  # workers started: a stream opened with an earlier one is unknown to the one running
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -88,6 +89,7 @@ class Channel:
         os.set_blocking(fd, False)
         self._proc, self._fd = proc, fd
         self._buf, self._backlog = deque(), 0
+        self.generation += 1
         self._send_now(("config", self.config))
 
     @property
@@ -172,6 +174,17 @@ class Channel:
         self._backlog += len(data) + 4
         self._schedule()
         return True
+
+    def knows(self, generation: int) -> bool:
+        """Whether the worker that got a stream's start (started as `generation`) is the one running."""
+        return generation == self.generation and self._proc is not None
+
+    def count_lost(self, reason: str, records: int = 1) -> None:
+        """Exchanges lost to the proxy's side without a record refused: a stream whose start went to a worker that
+        died (`worker_died`: the worker now running never saw it open), requests still waiting for their response
+        when the recorder stops or its script is reloaded (`recorder_stopped`). Written down like drops."""
+        self.stats.dropped += records
+        self._lost(reason, records, 0)
 
     def _lost(self, reason: str, records: int, nbytes: int) -> None:
         now = time.time()

@@ -8,8 +8,8 @@ decoding, parsing, extraction, Arrow, Parquet — costs the worker, never the pr
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,31 +25,10 @@ from ..store.files import TextPolicyConflict, check_writable, claim_text_policy,
 from .channel import Channel
 from .flows import PREFIX
 from .summary import SUMMARY_LEVELS
+from .taps import BodyTap, ChunkTap
 
 log = logging.getLogger(__name__)
 _STREAMED_TYPES = ("text/event-stream", "application/grpc")  # gRPC: relayed message by message
-
-
-class ChunkTap:
-    """Set as `flow.response.stream`: returns every chunk the moment it arrives, byte for byte, and hands a
-    reference to it to the worker. If the worker's backlog is full, the rest of this stream is not recorded
-    (and the exchange says so); the stream itself never waits."""
-
-    __slots__ = ("channel", "fid", "lost", "opened")
-
-    def __init__(self, channel: Channel, fid: str) -> None:
-        self.channel = channel
-        self.fid = fid
-        self.lost = False
-        self.opened = True  # False: the worker never got the stream's start (backlog full): nothing is recorded
-
-    def __call__(self, chunk: bytes) -> bytes:
-        if chunk and not self.lost:
-            try:
-                self.lost = not self.channel.send(("c", self.fid, time.time(), chunk))
-            except Exception:
-                self.lost = True
-        return chunk
 
 
 class ConverseTap:
@@ -246,14 +225,21 @@ class ConverseTap:
             if flow.id not in self._tracked or self.channel is None:
                 return
             resp = flow.response
-            if resp is None or resp.stream:
+            if resp is None or (resp.stream and resp.stream is not True):  # another addon's callable: its own
                 return
             if resp.headers.get("content-type", "").lower().startswith(_STREAMED_TYPES):
                 tap = ChunkTap(self.channel, flow.id)
-                if not self.channel.send(("o", flow.id, self._request(flow), _response_head(resp)), force=True):
-                    tap.opened, tap.lost = False, True  # relayed all the same, byte for byte
-                self._tracked[flow.id] = tap
-                resp.stream = tap
+                kind = "o"
+            elif resp.stream is True:  # mitmproxy streams it unchanged (stream_large_bodies): so do we, and record it
+                tap = BodyTap(self.channel, flow.id, self.max_body)
+                kind = "w"
+            else:
+                return
+            if not self.channel.send((kind, flow.id, self._request(flow), _response_head(resp)), force=True):
+                tap.opened, tap.lost = False, True  # relayed all the same, byte for byte
+            tap.gen = self.channel.generation  # (the send may have started a new worker)
+            self._tracked[flow.id] = tap
+            resp.stream = tap
         except Exception:
             self._failed("responseheaders", flow)
 
@@ -273,7 +259,26 @@ class ConverseTap:
         channel, self.channel = self.channel, None
         if channel is None:
             return
-        code = channel.close()
+        # requests still waiting for their response are never recorded (the streams the worker has open, it
+        # records as cut short): lost, and said so
+        waiting = sum(1 for tap in self._tracked.values() if tap is None)
+        if waiting:
+            channel.count_lost("recorder_stopped", waiting)
+        orphans = sum(
+            1 for tap in self._tracked.values() if tap is not None and tap.opened and not channel.knows(tap.gen)
+        )
+        if orphans:  # streams whose start went to a worker that died
+            channel.count_lost("worker_died", orphans)
+        self._tracked.clear()
+        if _serving():
+            # the script reloaded (its file changed) or removed while the proxy serves: the loop never waits for the
+            # old worker to write its files (a worker stopped or stuck held every flow 70 s), a thread does
+            channel.close(background=True)
+            self._log_counts(channel, "pending (it finishes its files in a thread of its own)")
+            return
+        self._log_counts(channel, channel.close())
+
+    def _log_counts(self, channel: Channel, code: object) -> None:
         s = channel.stats
         log.info(
             "converse-tap: %d A2A requests seen, %d capture records, %d dropped (worker behind or down), "
@@ -299,11 +304,18 @@ class ConverseTap:
             if not tap.opened:
                 self.counters["exchanges_dropped"] += 1
                 return
+            if not self.channel.knows(tap.gen):  # its start went to a worker that died: the loss is said
+                self.channel.count_lost("worker_died")
+                self.counters["exchanges_dropped"] += 1
+                return
             trailers = resp.trailers.fields if resp is not None and resp.trailers else None
             end = (resp.timestamp_end if resp is not None else None, trailers)
-            if not self.channel.send(("e", flow.id, end, err, tap.lost), always=True):  # past FORCED_MAX
+            gathered = (tap.size,) if isinstance(tap, BodyTap) else ()
+            # an addon after ours set a `stream` of its own (mitmproxy's advice for SSE is `stream = True`)
+            lost = "stream_replaced" if resp is not None and resp.stream is not tap else tap.lost
+            if not self.channel.send(("e", flow.id, end, err, lost, *gathered), always=True):  # past FORCED_MAX
                 short_err = (err[0][:200], err[1]) if err else None  # without trailers: still ends the stream
-                self.channel.send(("e", flow.id, (end[0], None), short_err, True), always=True)
+                self.channel.send(("e", flow.id, (end[0], None), short_err, True, *gathered), always=True)
             return
         response = None
         if resp is not None:
@@ -346,6 +358,17 @@ class ConverseTap:
             )
         if hook in ("response", "error"):
             self._tracked.pop(flow.id, None)
+
+
+def _serving() -> bool:
+    """True while mitmproxy serves on (a `done` for a script reloaded or removed), False at its shutdown or
+    without an event loop (a host driving the hooks itself), where `done` waits for the worker's files."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    should_exit = getattr(getattr(ctx, "master", None), "should_exit", None)
+    return isinstance(should_exit, asyncio.Event) and not should_exit.is_set()
 
 
 def _response_head(resp: http.Response) -> tuple[Any, ...]:

@@ -31,6 +31,7 @@ from ..store import objstore
 from ..store.gaps import CaptureGap
 from ..store.recovery import recover
 from ..store.writer import DatasetWriter
+from .bodies import Gathered, incomplete
 from .bypass import BypassCheck
 from .flows import PREFIX, _addr, _body
 from .grpc_live import GrpcLive
@@ -116,6 +117,7 @@ class Worker:
         exports = config.get("otlp_endpoint") or config.get("metrics_listen")
         self.live = LiveExport(config, self._health) if exports else None
         self.streams: dict[str, _Stream] = {}
+        self.bodies: dict[str, Gathered] = {}  # bodies mitmproxy streams that are read whole (bodies.py)
         # streams opened that are not A2A: their end is expected, not a lost stream (oldest forgotten past a bound)
         self.others: dict[str, None] = {}
         self.replies = 0
@@ -138,8 +140,17 @@ class Worker:
             stream = self.streams.get(record[1])
             if stream is not None:
                 self._chunk(stream, record[2], record[3])
+            elif (body := self.bodies.get(record[1])) is not None:
+                self.held += body.add(record[3], self.max_body)
+                if self.held > MAX_HELD:
+                    self._shed()
         elif kind == "e":
-            self._close(*record[1:])
+            if record[1] in self.bodies:
+                self._body_end(*record[1:])
+            else:
+                self._close(*record[1:5])
+        elif kind == "w":  # a body mitmproxy streams that is no stream: gathered, read whole at its end
+            self.bodies[record[1]] = Gathered(record[2], record[3])
         elif kind == "g":  # records the proxy lost: a `capture_gaps` row
             _, reason, records, nbytes, first, last = record
             self.writer.write(CaptureGap(reason, records, nbytes, first, last))
@@ -179,7 +190,10 @@ class Worker:
                 ts_end, rbody, rlen = resp[3:]
                 ex.ts_end = ts_end
                 ex.bytes_out = rlen
-                if rbody is not None and rlen > len(rbody):
+                if rbody is None:  # streamed past the hooks (another addon's stream): kept by no one, and said
+                    if rlen is None:  # (a size: a gathered body given up, whose note says why)
+                        anomalies.append("response_body_not_stored")
+                elif rlen > len(rbody):
                     anomalies.append(f"response_body_too_large:{rlen}")
                 else:
                     ex.response_body = _body(rbody, ex.response_headers, self.max_body, "response", anomalies)
@@ -239,6 +253,17 @@ class Worker:
         self.held += held - stream.held
         stream.held = held
 
+    def _body_end(self, fid: str, resp_end: tuple[Any, ...], err: Any, lost: bool | str, size: int) -> None:
+        body = self.bodies.pop(fid)
+        self.held -= body.held
+        resp, note = body.response(resp_end, size, lost)
+        ex = self._exchange(fid, body.req, resp, err)
+        if note:
+            ex.anomalies.append(note)
+        if resp_end[1]:
+            ex.response_trailers = _headers(resp_end[1])
+        self._submit(ex, lambda: self._extract_whole(ex), _reverse_get(body.req, ex))
+
     def _shed(self) -> None:
         """Over MAX_HELD, the streams holding most give up, until they hold half of it together: first the
         event they are gathering (dropped), then the texts of the rows they have made so far (each such row
@@ -262,6 +287,10 @@ class Worker:
                 stream.extractor.note(f"sse_not_parsed:worker_buffer_full:{stream.inflater.held}")
                 stream.inflater, stream.failed = None, "worker buffer full"
                 self._count(stream)
+        for body in sorted(self.bodies.values(), key=lambda b: b.held, reverse=True):
+            if self.held <= MAX_HELD // 2 or not body.held:
+                break
+            self.held -= body.shed()
 
     def _parse(self, stream: _Stream, received: float, chunk: bytes) -> None:
         stream.bytes += len(chunk)
@@ -284,7 +313,7 @@ class Worker:
             stream.failed = f"{type(e).__name__}: {e}"
             stream.extractor.note(f"sse_parse_failed:{stream.failed}"[:200])
 
-    def _close(self, fid: str, resp_end: tuple[Any, ...], err: Any, lost: bool = False) -> None:
+    def _close(self, fid: str, resp_end: tuple[Any, ...], err: Any, lost: bool | str = False) -> None:
         stream = self.streams.pop(fid, None)
         if stream is not None:
             self.held -= stream.held
@@ -294,7 +323,7 @@ class Worker:
             return
         ex = stream.ex
         if lost:  # the proxy could not hand on every chunk (worker behind): what came is parsed, no more
-            stream.extractor.note("capture_incomplete:recorder_backlog")
+            stream.extractor.note(incomplete(lost))
             stream.failed = stream.failed or "recorder backlog"
         ex.ts_end, trailers = resp_end
         if trailers:
@@ -361,8 +390,11 @@ class Worker:
 
     # -- end ---------------------------------------------------------------------------------------------
     def close(self) -> None:
+        stopped = ("recorder stopped before the stream ended", time.time())
         for fid in list(self.streams):
-            self._close(fid, (None, None), ("recorder stopped before the stream ended", time.time()))
+            self._close(fid, (None, None), stopped)
+        for fid, body in list(self.bodies.items()):
+            self._body_end(fid, (None, None), stopped, False, body.held)
         self.writer.close()
         exported = self.live.close() if self.live is not None else ""
         s = self.writer.stats
