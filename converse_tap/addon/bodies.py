@@ -3,7 +3,8 @@ that set `stream = True`): the proxy relays their chunks as they come and hands 
 gathers them here, up to `max_body`, and reads the body whole at its end, as if mitmproxy had kept it.
 
 What they hold counts in the worker's budget for open streams (worker.MAX_HELD): past it, the largest give up
-their body, and their row says so (`response_body_not_kept:worker_buffer_full`)."""
+their body, and their row says so (`response_body_not_kept:worker_buffer_full`); so do the texts of the rows an
+open stream has made so far (`row_bytes`, given up by `drop_texts`)."""
 
 from __future__ import annotations
 
@@ -56,3 +57,24 @@ class Gathered:
             return (*self.head, ts_end, None, size), self.note
         body = bytes(self.body) if self.body is not None else b""  # b"" and a larger size: too large, said
         return (*self.head, ts_end, body, size), ""
+
+
+def row_bytes(row: dict[str, Any]) -> int:
+    """What a message row of an open stream holds until the stream ends: its text and stored envelope."""
+    return len(row.get("text") or "") + len(row.get("envelope_json") or "")
+
+
+_KEPT_TEXT = 1024  # texts up to this long are kept when an open stream's rows give up theirs
+
+
+def drop_texts(row: dict[str, Any]) -> int:
+    """A message row without its long text and stored envelope (`text_length` still says how long it was);
+    the number of characters given up."""
+    dropped = 0
+    for column in ("text", "envelope_json"):
+        n = len(row.get(column) or "")
+        if n > _KEPT_TEXT:
+            row[column] = None
+            row["anomalies"].append(f"{column}_not_kept:worker_buffer_full")
+            dropped += n
+    return dropped

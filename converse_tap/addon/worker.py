@@ -31,7 +31,7 @@ from ..store import objstore
 from ..store.gaps import CaptureGap
 from ..store.recovery import recover
 from ..store.writer import DatasetWriter
-from .bodies import Gathered, incomplete
+from .bodies import Gathered, drop_texts, incomplete, row_bytes
 from .bypass import BypassCheck
 from .flows import PREFIX, _addr, _body
 from .grpc_live import GrpcLive
@@ -63,26 +63,6 @@ class _Stream:
     counted: int = 0  # its message rows whose texts are counted in `row_bytes`
     kept_upto: int = 0  # its message rows that have given up their long texts already (_shed)
     row_bytes: int = 0  # of the texts (and stored envelopes) of its message rows, kept until the stream ends
-
-
-def _row_bytes(row: dict[str, Any]) -> int:
-    return len(row.get("text") or "") + len(row.get("envelope_json") or "")
-
-
-_KEPT_TEXT = 1024  # texts up to this long are kept when an open stream's rows give up theirs
-
-
-def _drop_texts(row: dict[str, Any]) -> int:
-    """A message row without its long text and stored envelope (`text_length` still says how long it was);
-    the number of characters given up."""
-    dropped = 0
-    for column in ("text", "envelope_json"):
-        n = len(row.get(column) or "")
-        if n > _KEPT_TEXT:
-            row[column] = None
-            row["anomalies"].append(f"{column}_not_kept:worker_buffer_full")
-            dropped += n
-    return dropped
 
 
 MAX_OTHER_STREAMS = 10_000  # ids of open streams that are not A2A, kept until their end
@@ -241,7 +221,7 @@ class Worker:
     def _chunk(self, stream: _Stream, received: float, chunk: bytes) -> None:
         self._parse(stream, received, chunk)
         rows = stream.extractor.out.messages
-        stream.row_bytes += sum(map(_row_bytes, rows[stream.counted :]))
+        stream.row_bytes += sum(map(row_bytes, rows[stream.counted :]))
         stream.counted = len(rows)
         self._count(stream)
         if self.held > MAX_HELD:
@@ -280,7 +260,7 @@ class Worker:
                 self._count(stream)
             rows = stream.extractor.out.messages
             if stream.kept_upto < len(rows) and self.held > MAX_HELD // 2:  # each row gives up its texts once
-                stream.row_bytes -= sum(map(_drop_texts, rows[stream.kept_upto :]))
+                stream.row_bytes -= sum(map(drop_texts, rows[stream.kept_upto :]))
                 stream.kept_upto = len(rows)
                 self._count(stream)
             if stream.inflater is not None and stream.inflater.held and self.held > MAX_HELD // 2:
