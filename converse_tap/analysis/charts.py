@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import html
 import math
 from collections import Counter
 from typing import Any
+
+from ..htmlsafe import html_text
 
 COLOURS = {
     "answered": "#2e7d32", "partial": "#f9a825", "unanswered": "#c62828", "unclear": "#757575",
@@ -14,7 +15,7 @@ COLOURS = {
 
 
 def _esc(s: Any) -> str:
-    return html.escape(str(s))
+    return html_text(s)
 
 
 LABEL = 34  # characters of a bar's label; a longer one is cut in the middle, with "…" (its tooltip is whole)

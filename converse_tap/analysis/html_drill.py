@@ -9,6 +9,7 @@ import hashlib
 import html
 from typing import Any
 
+from ..htmlsafe import html_text
 from .charts import clip
 from .transcript import envelope_lines
 
@@ -34,14 +35,14 @@ TEXT = 20_000  # characters of a message's text shown; `converse-tap show` print
 
 
 def _short(text: str, limit: int = VALUE) -> str:
-    return html.escape(clip(text, limit))
+    return html_text(clip(text, limit))
 
 
 def _text(text: str) -> str:
     if len(text) <= TEXT:
-        return html.escape(text)
+        return html_text(text, multiline=True)
     more = f"… ({len(text) - TEXT:,} more characters: converse-tap show prints the whole text)"
-    return html.escape(text[:TEXT]) + f'<i class="when">{html.escape(more)}</i>'
+    return html_text(text[:TEXT], multiline=True) + f'<i class="when">{html.escape(more)}</i>'
 
 
 def anchor(conversation: str) -> str:
@@ -53,15 +54,15 @@ def examples_cell(count: str, examples: list[dict[str, Any]], label: str) -> str
     """A count that opens its examples: each conversation, agent, time and the first words of the reply."""
     items = []
     for e in examples:
-        when = html.escape((e["at"] or "")[:19].replace("T", " "))
-        text = f" <q>{html.escape(e['text'])}</q>" if e["text"] else ""
+        when = html_text((e["at"] or "")[:19].replace("T", " "))
+        text = f" <q>{html_text(e['text'])}</q>" if e["text"] else ""
         items.append(
             f'<li><a href="#{anchor(e["conversation"])}"><code>{_short(e["conversation"])}</code></a> '
             f'{_short(e["agent"] or "–")} <span class="when">{when}</span>{text}</li>'
         )
-    title = html.escape(f"{len(examples)} example conversation(s) of {label}")
+    title = html_text(f"{len(examples)} example conversation(s) of {label}")
     return (
-        f'<details class="ex"><summary title="{title}">{html.escape(count)}</summary>'
+        f'<details class="ex"><summary title="{title}">{html_text(count)}</summary>'
         f'<ol class="ex">{"".join(items)}</ol></details>'
     )
 
@@ -75,7 +76,7 @@ def transcripts_section(report: dict[str, Any]) -> str:
     for conversation, t in transcripts.items():
         agents = ", ".join(clip(a, VALUE) for a in t["agents"]) or "–"
         head = f"{clip(conversation, VALUE)} — {clip(agents, VALUE)}, {len(t['messages'])} messages"
-        parts.append(f'<details id="{anchor(conversation)}" class="tr"><summary><code>{html.escape(head)}</code>')
+        parts.append(f'<details id="{anchor(conversation)}" class="tr"><summary><code>{html_text(head)}</code>')
         parts.append(f"</summary>{_messages(t)}</details>")
     parts.append("</section>")
     return "\n".join(parts)
@@ -92,9 +93,9 @@ def _messages(t: dict[str, Any]) -> str:
         when = (m["at"] or "")[11:23]
         text = _text(m["text"]) if m["text"] is not None else "<i>(no text)</i>"
         env = "".join(f'<div class="env">{_short(line)}</div>' for line in envelope_lines(m["envelope"] or {}))
-        role = html.escape(m["role"] or "other")
+        role = html_text(m["role"] or "other")
         out.append(
-            f'<div class="msg {role}"><span class="when">{html.escape(when)}</span> '
+            f'<div class="msg {role}"><span class="when">{html_text(when)}</span> '
             f'<span class="who">{_short(who)}:</span> {text}{env}</div>'
         )
     return "".join(out)

@@ -12,7 +12,8 @@ import textwrap
 import unicodedata
 from typing import Any
 
-from ..textsafe import json_safe, safe_line
+from ..htmlsafe import html_text
+from ..textsafe import is_terminal_safe, json_safe, safe_line
 from .charts import LABEL, clip, report_charts
 from .html_drill import CSS as drill_css
 from .html_drill import SCRIPT as drill_script
@@ -279,21 +280,22 @@ _WEB_URL = re.compile(r"https?://[^\x00-\x20\x7f-\x9f\\]+", re.IGNORECASE)
 
 
 def safe_href(url: str) -> str | None:
-    """The URL when a browser may follow it from a report (http or https, nothing a browser would reinterpret)."""
-    return url if _WEB_URL.fullmatch(url) else None
+    """The URL when a browser may follow it from a report (http or https, nothing a browser would reinterpret, and
+    nothing its text would show as an escape: a link's text says where it goes)."""
+    return url if _WEB_URL.fullmatch(url) and is_terminal_safe(url) else None
 
 
 def _html_value(v: Any) -> str:
     s = clip(_cell(v), DOCUMENT_VALUE)
     if isinstance(v, Link) and (href := safe_href(v.url)) is not None:
         if s != v.url:  # a URL cut short is no link: its text would not say where it goes
-            return html.escape(s)
-        return f'<a href="{html.escape(href, quote=True)}" rel="noopener noreferrer nofollow">{html.escape(s)}</a>'
-    return html.escape(s)
+            return html_text(s)
+        return f'<a href="{html.escape(href, quote=True)}" rel="noopener noreferrer nofollow">{html_text(s)}</a>'
+    return html_text(s)
 
 
 def _html_table(t: Table) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
+    head = "".join(f"<th>{html_text(h)}</th>" for h in t.headers)
     body = []
     for r, row in enumerate(t.rows):
         cells = []
@@ -306,14 +308,14 @@ def _html_table(t: Table) -> str:
                 continue
             cells.append(f"<td{cls}>{_html_value(v)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    cap = f"<caption>{html.escape(t.title)}</caption>" if t.title else ""
-    note = f'<p class="note">{html.escape(t.note)}</p>' if t.note else ""
+    cap = f"<caption>{html_text(t.title)}</caption>" if t.title else ""
+    note = f'<p class="note">{html_text(t.note)}</p>' if t.note else ""
     return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{note}"
 
 
 def _html_section(s: Section, charts: dict[str, list[str]]) -> str:
-    parts = [f"<h2>{html.escape(s.title)}</h2>"]
-    parts += [f"<p>{html.escape(line)}</p>" for line in s.lines]
+    parts = [f"<h2>{html_text(s.title)}</h2>"]
+    parts += [f"<p>{html_text(line)}</p>" for line in s.lines]
     parts += charts.get(s.title, [])
     parts += [_html_table(t) for t in s.tables if not t.lists_examples]  # those open from their counts
     return "\n".join(parts)
@@ -352,14 +354,15 @@ def to_html(report: dict[str, Any]) -> str:
 
     Every value is escaped for where it lands (text, attribute); links only to http(s); a Content-Security-Policy
     lets no script run but the report's own. A report that measured nothing is a short page: what was read, why
-    nothing was measured, and the cards if any were seen, not a page of zero tables.
+    nothing was measured, and the cards and anomalies if any were seen, not a page of zero tables.
     """
     sections = report_sections(report)
     if measured(report):
         charts = report_charts(report)
     else:
         charts = {}
-        keep = {"Dataset", "Conformance"} if report["conformance"]["agent_cards"] else {"Dataset"}
+        conformance = report["conformance"]  # cards seen, or exchanges that broke: what there is to look at
+        keep = {"Dataset", "Conformance"} if conformance["agent_cards"] or conformance["anomalies"] else {"Dataset"}
         sections = [s for s in sections if s.title in keep]
         sections[0].lines.insert(0, "Nothing measured: no A2A message in this dataset or window.")
     body = "\n".join(_html_section(s, charts) for s in sections)

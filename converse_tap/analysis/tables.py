@@ -62,6 +62,17 @@ def abandoned_key(routine: str, slot: str) -> str:
     return "/".join(v.replace("\\", "\\\\").replace("/", "\\/") for v in (routine, slot))
 
 
+def suggested(command: str, *arguments: str) -> str:
+    """A `converse-tap` command line to paste: every argument one shell word (`shell_word`), and after `--` when
+    one starts with `-` (a dataset `./-data`, which a path prints as `-data`, or a conversation `--format=json`
+    would be read as an option)."""
+    words = [shell_word(a) for a in arguments]
+    first = next((i for i, a in enumerate(arguments) if a.startswith("-")), None)
+    if first is not None:
+        words.insert(first, "--")  # (what follows `--` is arguments, whatever it looks like)
+    return " ".join(["converse-tap", command, *words])
+
+
 def measured(report: dict[str, Any]) -> bool:
     """Whether the report rests on anything: at least one A2A message sighted in its window."""
     return bool(report["dataset"]["agent_message_sightings"])
@@ -88,7 +99,7 @@ def _drill(
         for e in items
     ]
     if rows:
-        note = f"open one: converse-tap show {shell_word(str(report['dataset']['path']))} CONVERSATION"
+        note = "open one: " + suggested("show", str(report["dataset"]["path"]), "CONVERSATION")
         headers = [label, "conversation", "agent", "time", "reply"]
         s.tables.append(Table(f"Examples by {label}", headers, rows, note, lists_examples=True))
 

@@ -8,6 +8,7 @@ values of its last; a reply's envelope is the `replies` view's row, so a transcr
 from __future__ import annotations
 
 import re
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -84,8 +85,13 @@ def close_matches(engine: Engine, conversation: str, n: int = 5) -> list[str]:
 
 
 def _hasher(root: str, mode: str) -> TextPolicy:
-    """The dataset's hash policy; OSError when its salt is not a salt (a FIFO, a huge file)."""
+    """The dataset's hash policy; OSError when its salt is not a salt (a FIFO, a huge file). A dataset without a
+    salt (recorded with `--text keep`, or on object storage) gets a random one for this output: an unsalted SHA-256
+    of a short text ("yes", a PIN) is looked up in a table, which is not sharing safely; equal texts still hash
+    equal within the output."""
     salt = read_small(Path(root) / SALT_FILE, "salt") if mode == "hash" and root else None
+    if mode == "hash" and not salt:
+        salt = secrets.token_hex(16).encode()
     return TextPolicy(mode, salt or b"")
 
 

@@ -336,7 +336,7 @@ def recover(dataset: Dataset, journal_dir: Path | None) -> None:
     click.echo(", ".join(f"{n} {table} rows" for table, n in counts.items()) + " recovered", err=True)
     if errors:
         for error in errors:
-            click.echo(f"Error: not recovered: {error}", err=True)
+            click.echo(safe_line(f"Error: not recovered: {error}"), err=True)
         click.echo(
             "Error: the journals are kept; run `converse-tap recover` again once the storage is reachable", err=True
         )

@@ -42,6 +42,11 @@ def _when(text: str | None, end: bool, option: str) -> object:
 
     try:
         return parse_when(text, end=end)
+    except OverflowError:  # a time only year 10000 or year 0 can hold, once in UTC (`--until 9999-12-31`: that
+        # whole day): the latest or earliest time there is, which no recorded time passes
+        from datetime import UTC, datetime
+
+        return (datetime.max if text.lstrip().startswith("9999") else datetime.min).replace(tzinfo=UTC)
     except ValueError:
         raise click.BadParameter(
             f"{text!r} is not an ISO date or time; write e.g. 2026-12-01 or 2026-12-01T09:30Z",
@@ -87,9 +92,21 @@ def engine_options(f: Any) -> Any:
     )(f)
 
 
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:([KMGT])(i?)B|B)", re.IGNORECASE)
+MAX_MEMORY = 2**62  # bytes: DuckDB refuses a limit much beyond (its parser says "value is too large")
+
+
 def _memory_size(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is not None and not re.fullmatch(r"\d+(\.\d+)?\s*([KMGT]i?B|B)", value.strip(), re.IGNORECASE):
+    if value is None:
+        return value
+    found = _SIZE.fullmatch(value.strip())
+    if found is None:
         raise click.BadParameter(f"{value!r} is not a size; give a number and a unit, like 500MB or 4GB")
+    number, unit, binary = found.groups()
+    size = float(number) * (1024 if binary else 1000) ** ("KMGT".index(unit.upper()) + 1 if unit else 0)
+    if size < 1 or size > MAX_MEMORY:
+        what = "leaves the analysis no memory" if size < 1 else "is more than any limit DuckDB takes (4 EiB)"
+        raise click.BadParameter(f"{value!r} {what}; give a limit like 500MB or 4GB")
     return value
 
 

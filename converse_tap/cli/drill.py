@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import click
 
-from ..textsafe import json_safe, safe_line, shell_word
-from .common import UsageError, _skipped, _window, window_options
-from .guards import DATASET, Dataset, SafeError, check_dataset
+from ..textsafe import json_safe, safe_line, safe_text
+from .common import UsageError, _memory_size, _skipped, _window, window_options
+from .guards import DATASET, Dataset, SafeError, check_dataset, read_error
 
 if TYPE_CHECKING:
     from ..analysis.engine import Engine
@@ -46,7 +46,7 @@ def _open(
                 raise
             engine = open_views(dataset, window, limit, facts, exclude=damaged)  # as report: without them
     except (OSError, ValueError, duckdb.Error) as e:
-        raise SafeError(f"cannot read the dataset {dataset}: {e}") from e
+        raise read_error(e, dataset, SafeError) from e  # (out of memory: which option to raise)
     _skipped(engine.skipped, None)  # what the views leave out, as report says it
     return engine
 
@@ -89,6 +89,7 @@ def sql_command(
     except QueryError as e:
         raise UsageError(f"{e}\nthe views are {', '.join(_views())}; see docs/metrics.md") from e
     import duckdb
+    import pyarrow as pa
 
     from ..store.reader import damaged_files
 
@@ -96,7 +97,7 @@ def sql_command(
     window = _window(agents, since, until)
     engine = _open(dataset, window, memory_limit, facts_named(query))
     if not engine.present:  # an empty answer from no data is not an answer
-        click.echo(f"note: {dataset} holds no Parquet files yet: every view is empty", err=True)
+        click.echo(safe_line(f"note: {dataset} holds no Parquet files yet: every view is empty"), err=True)
     try:
         try:
             reader = run_query(engine, query)
@@ -106,20 +107,54 @@ def sql_command(
             read = type(cause) is duckdb.Error or isinstance(cause, duckdb.IOException)
             damaged = damaged_files(dataset) if read else {}
             if not damaged:
-                raise UsageError(f"{e}\nthe views are {', '.join(_views())}; see docs/metrics.md") from e
+                raise UsageError(_failed(e)) from e
             engine.close()
             engine = _open(dataset, window, memory_limit, facts_named(query), damaged)
             try:
                 reader = run_query(engine, query)
             except QueryError as again:
-                raise UsageError(str(again)) from again
-        out = sys.stdout
-        if fmt == "table":
-            _table(reader, out)
-        else:
-            {"csv": write_csv, "json": write_json, "jsonl": jsonl}[fmt](reader, out)
+                raise UsageError(_failed(again)) from again
+        out: IO[str] = sys.stdout
+        try:
+            if fmt == "table":
+                _table(reader, out)
+            else:
+                if fmt == "csv" and out.isatty():  # (the JSON formats escape them as JSON, keeping the value)
+                    out = cast(IO[str], _Shown(out))
+                {"csv": write_csv, "json": write_json, "jsonl": jsonl}[fmt](reader, out)
+        except (duckdb.Error, OSError, pa.ArrowException) as e:  # a row the query fails on, found as it streams
+            if isinstance(e, OSError) and e.errno is not None:
+                raise  # the output's own error (a closed pipe, a full disk): `main` says so
+            out.flush()
+            raise UsageError(f"the query failed part-way (the output is incomplete): {_failed(e)}") from e
     finally:
         engine.close()
+
+
+def _failed(e: BaseException) -> str:
+    """What went wrong with a query, in this command's terms: an engine out of memory says which option to raise
+    (not DuckDB's own `SET` advice, which `sql` refuses); other errors keep the engine's message."""
+    import duckdb
+
+    from .guards import first_line
+
+    cause = e.__cause__ if isinstance(e.__cause__, Exception) else e
+    line = first_line(cause)
+    if isinstance(cause, duckdb.OutOfMemoryException) or line.startswith("Out of Memory Error"):
+        return f"the query needs more memory than its limit allows; raise --memory-limit ({line})"
+    return f"{str(e).strip()}\nthe views are {', '.join(_views())}; see docs/metrics.md"
+
+
+class _Shown:
+    """A terminal written CSV: CSV has no escapes, so what a terminal would act on (ESC, CSI, OSC, a bidi override,
+    CR) or show as nothing is written as the visible escape `safe_text` makes of it, a backslash doubled. Piped or
+    redirected, the CSV is exact."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+
+    def write(self, text: str) -> int:
+        return self.out.write(safe_text(text))
 
 
 def _views() -> tuple[str, ...]:
@@ -155,7 +190,9 @@ def _table(reader: Any, out: Any) -> None:
     show_default=True,
     help="Message text as recorded, or its SHA-256 (salted like the dataset's hash policy) to share safely.",
 )
-@click.option("--memory-limit", help="Memory the analysis may hold (DuckDB's limit, e.g. 500MB).")
+@click.option(
+    "--memory-limit", callback=_memory_size, help="Memory the analysis may hold (DuckDB's limit, e.g. 500MB)."
+)
 def show(dataset: Dataset, conversation: str, fmt: str, text: str, memory_limit: str | None) -> None:
     """Print one conversation as a transcript: each message in order with role, author, time and text, and each
     reply's envelope inline (coverage, ownership, routine and pending slots, invocation, citations).
@@ -174,7 +211,9 @@ def show(dataset: Dataset, conversation: str, fmt: str, text: str, memory_limit:
         except UnknownConversation as e:
             unique = [c for c in e.close if c.startswith(conversation.rstrip("…"))]
             if len(unique) != 1:
-                hint = f'list them with: converse-tap sql {dataset} "SELECT * FROM conversations"'
+                from ..analysis.tables import suggested
+
+                hint = "list them with: " + suggested("sql", str(dataset), "SELECT * FROM conversations")
                 raise UsageError(f"{e}\n{hint}") from None
             t = transcript(engine, unique[0], text)
     except OSError as e:  # the dataset's salt is not one (show --text hash)
@@ -202,8 +241,10 @@ def check_examples(
 
 def example_lines(dataset: Dataset, found: list[dict[str, Any]]) -> list[str]:
     """The examples behind a failed threshold, and the command that opens the first, as lines safe to print: every
-    value escaped (`safe_line`), the command's words quoted for a shell (`shell_word`: pasted, it runs that `show`
-    and nothing else, whatever the conversation id holds)."""
+    value escaped (`safe_line`), the command's words quoted for a shell (`tables.suggested`: pasted, it runs that
+    `show` and nothing else, whatever the conversation id or the dataset's path holds)."""
+    from ..analysis.tables import suggested
+
     out = [
         safe_line(
             f"    {e['conversation']}  {e['agent'] or '–'}  {(e['at'] or '')[:19]}  {e['key']}"
@@ -212,14 +253,5 @@ def example_lines(dataset: Dataset, found: list[dict[str, Any]]) -> list[str]:
         for e in found
     ]
     if found:
-        conversation = str(found[0]["conversation"])
-        # (an id that starts with `-` would be read as an option: after `--` it is the argument it is)
-        command = [
-            "converse-tap",
-            "show",
-            str(dataset),
-            *(["--"] if conversation.startswith("-") else []),
-            conversation,
-        ]
-        out.append("    open one: " + " ".join(shell_word(w) for w in command))
+        out.append("    open one: " + suggested("show", str(dataset), str(found[0]["conversation"])))
     return out

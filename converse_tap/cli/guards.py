@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -128,11 +129,23 @@ def read_error(e: Exception, dataset: Dataset, error: type[click.ClickException]
     import duckdb
 
     if isinstance(e, duckdb.OutOfMemoryException):
-        return error(f"the report needs more memory than its limit allows; raise --memory-limit ({first_line(e)})")
+        return error(f"the analysis needs more memory than its limit allows; raise --memory-limit ({first_line(e)})")
     return error(f"cannot read the dataset {dataset}: {first_line(e)}")
 
 
 NOTHING_MEASURED = 3  # `report`'s exit status when the report rests on no A2A message
+
+
+def output_option(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    """-o as a path: a name that ends in a slash (`-o out/`, a directory not made yet) or is empty is refused, not
+    written as a file named `out` (or `.`)."""
+    if value is None:
+        return None
+    if not value.strip():
+        raise click.BadParameter("give a file name, e.g. -o report.html")
+    if value.endswith(("/", os.sep)):
+        raise click.BadParameter(f"{safe_line(value)} names a directory; give a file in it, e.g. {value}report.html")
+    return Path(value)
 
 
 def check_output(output: Path) -> None:
@@ -145,10 +158,20 @@ def check_output(output: Path) -> None:
 
 
 def write_output(output: Path, text: str) -> None:
-    """Write a report to -o, making its missing directories."""
+    """Write a report to -o, making its missing directories. A file is written owner-only; what is not a file
+    (`/dev/null`, `/dev/stdout`, a FIFO, `>(gzip > r.gz)`) is written to as it is, its permissions untouched: run as
+    root, `-o /dev/null` made /dev/null owner-only, and every other user's programs failed on it."""
     try:
         from ..store.files import make_dir, write_private
 
+        try:
+            mode: int | None = output.stat().st_mode
+        except OSError:
+            mode = None
+        if mode is not None and not stat.S_ISREG(mode):
+            with open(output, "w", encoding="utf-8") as f:
+                f.write(text)
+            return
         make_dir(output.parent)  # owner-only, as the dataset: a report may quote message text
         write_private(output, text)
     except OSError as e:

@@ -19,6 +19,7 @@ from .guards import (
     UsageError,
     check_output,
     check_source,
+    output_option,
     read_error,
     write_output,
 )
@@ -39,7 +40,9 @@ from .common import _duration, _fmt, _report, _skipped, _window, engine_options,
     show_default=True,
     help="Output format.",
 )
-@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE, not stdout.")
+@click.option(
+    "--output", "-o", type=click.Path(dir_okay=False), callback=output_option, help="Write to FILE, not stdout."
+)
 @click.option(
     "--by",
     "by",
@@ -119,10 +122,10 @@ def report(
         click.echo(rendered, nl=False)
     else:
         write_output(output, rendered)
-        click.echo(f"wrote {output}", err=True)
+        click.echo(safe_line(f"wrote {output}"), err=True)
     if not measured(report_dict):
         where = "in the selected window" if any(report_dict["dataset"]["filters"].values()) else "in it"
-        click.echo(f"Error: nothing measured: {dataset} holds no A2A message {where}", err=True)
+        click.echo(safe_line(f"Error: nothing measured: {dataset} holds no A2A message {where}"), err=True)
         sys.exit(NOTHING_MEASURED)
 
 
