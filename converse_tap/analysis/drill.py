@@ -28,7 +28,7 @@ from ..textsafe import json_safe
 from .engine import CONVERSATION_KEY, DEFAULT_MEMORY_LIMIT, NONE, Engine
 from .facts_sql import value_key_sql
 from .load import Window
-from .sources import _scan_names
+from .sources import _scan_names, literal_pattern
 from .views import FACT_VIEWS, STORED_VIEWS, create_named_views
 
 VIEWS = (*STORED_VIEWS, *FACT_VIEWS)
@@ -62,7 +62,9 @@ def confine(engine: Engine) -> None:
     """From now on the engine's connection reads the dataset's files it was built over and nothing else: no other
     file, directory listing, extension, attached database or setting (DuckDB's own sandbox: external access off,
     the listed files allowed, the configuration locked). For queries nobody vetted (`converse-tap sql`)."""
-    allowed = [name for table in engine.listed.values() for name in _scan_names(engine.root, table.files)]
+    names = [name for table in engine.listed.values() for name in _scan_names(engine.root, table.files)]
+    # the names as read (a name with `*?[` in brackets, sources.literal_pattern) and as opened
+    allowed = [*names, *(p for p in map(literal_pattern, names) if p not in names)]
     if allowed:
         engine.con.execute("SET allowed_paths = ?", [allowed])
     for setting in (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,7 +13,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ..store import objstore
-from ..store.reader import Journals, read_journals, read_table, table_files
+from ..store.changes import settle
+from ..store.reader import Journals, TableFiles, read_journals, read_table, table_files
 from ..store.schema import MESSAGES, PARTITION_TS, TABLES
 
 # the sightings a reply is made of: messages the agent sent, as the agent's side of an exchange carried them. A
@@ -86,7 +88,13 @@ class Frames:
 def _frame(
     root: str | Path, table: str, columns: list[str], expr: ds.Expression | None, files: list[str], journals: Journals
 ) -> pd.DataFrame:
-    data = read_table(root, table, columns=columns, filter=expr, files=files)
+    try:
+        data = read_table(root, table, columns=columns, filter=expr, files=files)
+    except (OSError, ValueError) as e:  # (pyarrow's errors on a file are both)
+        settled = settle(e, root, {table: TableFiles(files)})
+        if settled is e:
+            raise
+        raise settled from e
     pending = journals.tables[table]
     if pending:  # rows not rolled into Parquet yet, after the files'
         rows = pa.concat_tables(pending)
@@ -141,6 +149,7 @@ def journal_notes(journals: Journals, root: str | Path) -> list[str]:
     if journals.dead:
         notes.append(
             f"includes {journals.rows['dead']} rows from the journals of a recorder that stopped without rolling "
-            f"them into Parquet ({', '.join(journals.dead)}): run `converse-tap recover {root}` to keep them"
+            f"them into Parquet ({', '.join(journals.dead)}): run `converse-tap recover {shlex.quote(str(root))}` to "
+            "keep them"
         )
     return notes

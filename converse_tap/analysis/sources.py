@@ -3,6 +3,7 @@ files) and the rows still in its journals, narrowed to a window; frames in memor
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -14,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..store import objstore
+from ..store.changes import files_listed, settle
 from ..store.reader import Journals, TableFiles, read_journals, read_table, table_files
 from ..store.schema import TABLES
 from .facts_sql import REPLY_COLUMNS, REPLY_VALUES
@@ -48,7 +50,10 @@ def _scan_sql(
     """The columns of some of a table's files (the `first`-th file of the table and the ones after it), with
     each row's position in the dataset: file, then row."""
     scan = scan_of(root, files)
-    found = {r[0]: r[1] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
+    try:
+        found = {r[0]: r[1] for r in con.sql(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
+    except (duckdb.Error, OSError, ValueError) as e:
+        _reraise(e, root, files)
     pos = f"((file_index::BIGINT + {first}) << 40) + file_row_number"
     return f"SELECT {typed_columns(found, columns)}, {pos} AS pos FROM {scan}"
 
@@ -57,8 +62,27 @@ def scan_of(root: str | Path, files: list[str]) -> str:
     """DuckDB's scan of these files of a table, by column name. Not Hive partitioning: its columns would come from
     every `key=value` folder of the path, the dataset's own location too (a dataset under `…/agent=x/` read `x` as
     every row's agent); the date a partition folder names is its rows' time, which they hold."""
-    listed = ", ".join(_quote(f) for f in _scan_names(root, files))
+    listed = ", ".join(_quote(literal_pattern(f)) for f in _scan_names(root, files))
     return f"read_parquet([{listed}], union_by_name = true, hive_partitioning = false)"
+
+
+_PATTERN = re.compile(r"([*?\[])")
+
+
+def literal_pattern(name: str) -> str:
+    """A file name as a DuckDB file pattern that matches that file alone: read_parquet takes `*`, `?` and `[`
+    anywhere in a name it is given for a pattern (a dataset under `/data/run[1]` read `/data/run1`'s files, one
+    under `/data/a*` every `a…` folder's), each of them in brackets stands for itself."""
+    return _PATTERN.sub(r"[\1]", name)
+
+
+def _reraise(e: Exception, root: str | Path, files: list[str]) -> None:
+    """Raise what `e`, an error reading `files`, means (store.changes.settle: the dataset changed while it was
+    read, or its storage went away), or `e` itself."""
+    settled = settle(e, root, files_listed(files))
+    if settled is e:
+        raise e
+    raise settled from e
 
 
 def typed_columns(found: dict[str, str], columns: list[str]) -> str:
@@ -102,7 +126,10 @@ def _file_groups(files: list[str], chunk_rows: int, root: str | Path = "") -> It
     fs = objstore.parse(str(root)).fs if objstore.is_remote(root) else None
     start, rows = 0, 0
     for i, f in enumerate(files):
-        n = pq.read_metadata(f, filesystem=fs).num_rows
+        try:
+            n = pq.read_metadata(f, filesystem=fs).num_rows
+        except (OSError, ValueError) as e:  # (pyarrow's errors on a file are both)
+            _reraise(e, root, [f])
         if rows and rows + n > chunk_rows:
             yield files[start:i], start, i, rows
             start, rows = i, 0
@@ -116,7 +143,8 @@ def _journals_then_files(
 ) -> tuple[Journals, dict[str, TableFiles]]:
     """The journals, then the Parquet files. In this order a roll-over between the two shows its rows twice
     (once journaled, once rolled; the facts count each message and exchange once) rather than not at all; a
-    journal that vanished while being read means a roll-over is under way, and the reading starts again."""
+    journal that vanished after being read means a roll-over is under way, and the reading starts again (one that
+    vanished before it was read was rolled into a file listed after it: its rows are read once)."""
     for _ in range(5):
         journals = read_journals(root)
         listed = {t: table_files(root, t, first, last) for t in TABLES}
@@ -182,6 +210,7 @@ _GAP_REASONS = {
     "recorder_backlog_full": "the recording worker was behind and the proxy's backlog full",
     "worker_down": "the recording worker was down",
     "worker_died": "the recording worker died with them in flight",
+    "recorder_stopped": "the recorder stopped (or its script was reloaded) while they waited for their response",
 }
 
 

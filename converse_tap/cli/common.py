@@ -121,9 +121,12 @@ def _window(agents: tuple[str, ...], since: str | None, until: str | None) -> Wi
 
 def _load(dataset: Dataset, window: Window, error: type[click.ClickException] = SafeError) -> Frames:
     from ..analysis.load import load_frames
+    from ..store.changes import ReadInterrupted
 
     try:
         return load_frames(dataset, window, messages=False)
+    except ReadInterrupted as e:  # the dataset changed, or its storage failed, while it was read
+        raise UsageError(str(e)) from e
     except (OSError, ValueError) as e:  # pyarrow's errors on unreadable files are ValueError/OSError subclasses
         raise error(f"cannot read the dataset {dataset}: {e}") from e
 
@@ -149,6 +152,7 @@ def _report(
     named like any file that is not the dataset's."""
     import duckdb
 
+    from ..store.changes import DatasetChanged, ReadInterrupted
     from ..store.reader import damaged_files
 
     try:
@@ -157,7 +161,9 @@ def _report(
         cause = e.__cause__
         if options.get("engine") == "spark" or not isinstance(cause, duckdb.Error | OSError | ValueError):
             raise
-        if isinstance(cause, duckdb.OutOfMemoryException):
+        if isinstance(cause, DatasetChanged):  # a roll-over while it was read: once more, over the files now
+            return _report_once(dataset, window, memory_limit, error, None, dict(options))
+        if isinstance(cause, duckdb.OutOfMemoryException | ReadInterrupted):
             raise
         first = window.since.strftime("%Y-%m-%d") if window.since else None
         last = window.until.strftime("%Y-%m-%d") if window.until else None
@@ -179,6 +185,7 @@ def _report_once(
 
     from ..analysis.engine import DEFAULT_MEMORY_LIMIT, Engine
     from ..analysis.report import build_report
+    from ..store.changes import settle
 
     kind, master = options.pop("engine", "duckdb"), options.pop("spark_master", None)
     failures: tuple[type[Exception], ...] = (OSError, ValueError, duckdb.Error)
@@ -197,7 +204,8 @@ def _report_once(
         options.pop("require_data", None)
         return build_report(engine, window, **options)
     except failures as e:
-        raise read_error(e, dataset, error) from e
+        why = e if isinstance(e, duckdb.OutOfMemoryException) else settle(e, engine.root, engine.listed)
+        raise read_error(why, dataset, error) from why
     finally:
         engine.close()
 

@@ -33,6 +33,7 @@ def _open(
 
     from ..analysis.drill import open_views
     from ..analysis.engine import DEFAULT_MEMORY_LIMIT
+    from ..store.changes import ReadInterrupted
     from ..store.reader import damaged_files
 
     check_dataset(dataset)  # a directory a writer never wrote into is no dataset: no empty answer from it
@@ -41,7 +42,8 @@ def _open(
         try:
             engine = open_views(dataset, window, limit, facts, exclude)
         except (OSError, ValueError, duckdb.Error) as e:
-            damaged = None if isinstance(e, duckdb.OutOfMemoryException) else damaged_files(dataset)
+            skip = isinstance(e, duckdb.OutOfMemoryException | ReadInterrupted)
+            damaged = None if skip else damaged_files(dataset)
             if not damaged:
                 raise
             engine = open_views(dataset, window, limit, facts, exclude=damaged)  # as report: without them

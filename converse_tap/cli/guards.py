@@ -128,6 +128,10 @@ def read_error(e: Exception, dataset: Dataset, error: type[click.ClickException]
     """What a user reads when the analysis fails: in this CLI's options, never DuckDB's tuning advice."""
     import duckdb
 
+    from ..store.changes import ReadInterrupted
+
+    if isinstance(e, ReadInterrupted):  # the dataset changed, or its storage failed, while it was read
+        return UsageError(str(e))
     if isinstance(e, duckdb.OutOfMemoryException):
         return error(f"the analysis needs more memory than its limit allows; raise --memory-limit ({first_line(e)})")
     return error(f"cannot read the dataset {dataset}: {first_line(e)}")

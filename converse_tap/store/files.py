@@ -116,7 +116,8 @@ def write_private(path: Path, text: str) -> None:
     """Write a text file that only its owner can read (a report holds what the dataset holds), even if it existed."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        if os.fstat(fd).st_mode & 0o077:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode) and mode & 0o077:  # (a device or a FIFO, `-o /dev/null`, is not the report's to change)
             os.fchmod(fd, 0o600)
         f.write(text)
 

@@ -10,6 +10,7 @@ credential.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import secrets
@@ -30,6 +31,9 @@ log = logging.getLogger(__name__)
 SCHEME = "s3://"
 UPLOAD_ATTEMPTS = 3  # in one roll-over; after that the journals wait and the writer retries with backoff
 UPLOAD_BACKOFF = 0.2  # seconds before the second attempt, doubled for each further one
+
+
+BUCKET_REFUSED = frozenset("@:?#[]{}*,;'\"\\ %") | {chr(c) for c in range(32)}  # in no bucket's name
 
 
 def is_remote(root: object) -> bool:
@@ -65,12 +69,11 @@ def parse(url: str) -> Remote:
     if not is_remote(url):
         raise ValueError(f"{url!r} is not an s3://BUCKET/PREFIX address")
     what = f"{url!r} is not an s3://BUCKET/PREFIX address (a bucket name, then an optional prefix)"
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # `s3://[bucket`: urlsplit's "Invalid IPv6 URL" says nothing of what is wanted
-        raise ValueError(what) from None
-    bucket, prefix = parts.netloc, parts.path.strip("/")
-    if not bucket or parts.query or parts.fragment or "@" in bucket:
+    # not urlsplit: a key may hold `?`, `#` or `[` (`s3://b/runs?/x` is a prefix, not a query), none of which a
+    # bucket's name may
+    bucket, _, prefix = url.removeprefix(SCHEME).partition("/")
+    prefix = prefix.strip("/")
+    if not bucket or BUCKET_REFUSED & set(bucket):
         raise ValueError(what)
     if any(seg in ("", ".", "..") for seg in prefix.split("/")) and prefix:
         raise ValueError(f"{url!r}: the prefix has an empty, '.' or '..' segment")
@@ -112,9 +115,14 @@ def describe(e: BaseException) -> str:
 
 
 def default_journal_dir(remote: Remote) -> Path:
-    """The local folder named for the dataset where its writers journal (under the user's cache directory)."""
+    """The local folder named for the dataset where its writers journal (under the user's cache directory). A
+    prefix whose folder name is not itself (a character replaced, or `__` standing for `/`) is told apart from
+    the others of that name by a digest: `a b`, `a_b` and `a/b` journal in three folders, never in one."""
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in remote.prefix.replace("/", "__"))
+    joined = remote.prefix.replace("/", "__")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in joined)
+    if safe != joined or "__" in remote.prefix or len(safe) > 200:
+        safe = f"{safe[:150]}-{hashlib.sha256(remote.prefix.encode('utf-8')).hexdigest()[:12]}"
     return Path(cache) / "converse-tap" / "journals" / remote.bucket / (safe or "_root")
 
 

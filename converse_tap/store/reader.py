@@ -4,7 +4,6 @@ journals, and never a file that is not one of ours."""
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import os
 import re
 import stat
@@ -18,8 +17,12 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from . import objstore
+from .changes import StorageLost, local_stamp, object_stamp, storage_error
 from .compat import narrowing, values_problem
-from .files import JOURNAL_DIR, ForeignJournal, file_kind, open_regular, read_journal, schema_problem
+from .files import ForeignJournal, file_kind, open_regular, schema_problem
+from .journals import Journals as Journals  # re-exported: readers name the journals from here
+from .journals import read_journals as read_journals
+from .journals import writer_alive as writer_alive
 from .schema import TABLES
 
 PARTITIONING = ds.partitioning(pa.schema([("date", pa.string())]), flavor="hive")
@@ -33,6 +36,7 @@ class TableFiles:
 
     files: list[str] = field(default_factory=list)
     foreign: list[tuple[str, str]] = field(default_factory=list)
+    stamps: dict[str, tuple[int, int]] = field(default_factory=dict)  # each file's size and time when listed
 
 
 def foreign_reason(path: str | Path, table: str, remote: objstore.Remote | None = None) -> str | None:
@@ -62,7 +66,9 @@ def foreign_reason(path: str | Path, table: str, remote: objstore.Remote | None 
         return str(e)
     except FileNotFoundError:
         return GONE
-    except (OSError, pa.ArrowException):
+    except (OSError, pa.ArrowException) as e:
+        if remote is not None and storage_error(e):  # the storage failing says nothing of the file
+            raise StorageLost(objstore.SCHEME + str(path), e) from e
         return "not a Parquet file"
 
 
@@ -146,7 +152,7 @@ def table_files(root: str | Path, table: str, first_day: str | None = None, last
     base = Path(root) / table
     if _kind(base, out) != "a directory":
         return out
-    for folder in sorted(base.iterdir()):
+    for folder in _entries(base):
         if folder.name.startswith(("_", ".")):
             continue
         kind = _kind(folder, out)
@@ -158,15 +164,24 @@ def table_files(root: str | Path, table: str, first_day: str | None = None, last
             continue
         if (first_day is not None and day < first_day) or (last_day is not None and day > last_day):
             continue
-        for f in sorted(folder.iterdir()):
+        for f in _entries(folder):
             if f.name.startswith(("_", ".")):
                 continue
             reason = PATTERN_NAME if PATTERN_CHARS & set(f.name) else foreign_reason(f, table)
-            if reason is None:
-                out.files.append(str(f))
-            else:
+            if reason is not None:
                 out.foreign.append((str(f), reason))
+            elif (stamp := local_stamp(f)) is not None:  # (else gone since it was checked: as if never listed)
+                out.files.append(str(f))
+                out.stamps[str(f)] = stamp
     return out
+
+
+def _entries(folder: Path) -> list[Path]:
+    """A folder's entries, in name order; none when it was removed since it was seen."""
+    try:
+        return sorted(folder.iterdir())
+    except FileNotFoundError:
+        return []
 
 
 def _kind(path: Path, out: TableFiles) -> str | None:
@@ -199,7 +214,13 @@ def _remote_table_files(remote: objstore.Remote, table: str, first_day: str | No
     foreign ones are named by their s3:// address."""
     out = TableFiles()
     base = remote.path(table) + "/"
-    for info in objstore.list_files(remote, table):
+    try:
+        infos = objstore.list_files(remote, table)
+    except OSError as e:
+        if storage_error(e) and not isinstance(e, StorageLost):
+            raise StorageLost(remote.url, e) from e
+        raise
+    for info in infos:
         parts = info.path.removeprefix(base).split("/")
         if parts[0].startswith(("_", ".")) or parts[-1].startswith(("_", ".")):
             continue
@@ -218,6 +239,7 @@ def _remote_table_files(remote: objstore.Remote, table: str, first_day: str | No
             reason = foreign_reason(info.path, table, remote)
         if reason is None:
             out.files.append(info.path)
+            out.stamps[info.path] = object_stamp(info)
         else:
             out.foreign.append((where, reason))
     return out
@@ -340,76 +362,3 @@ def damaged_files(root: str | Path, first_day: str | None = None, last_day: str 
 
 def tables_present(root: str | Path) -> list[str]:
     return [t for t in TABLES if table_files(root, t).files]
-
-
-# journals ------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Journals:
-    """The rows journaled but not yet rolled into Parquet: per table, their batches (torn tails cut off), and
-    which journal directories belong to a running writer and which to one that died."""
-
-    tables: dict[str, list[pa.Table]] = field(default_factory=lambda: {t: [] for t in TABLES})
-    live: list[str] = field(default_factory=list)
-    dead: list[str] = field(default_factory=list)
-    rows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("live", "dead"), 0))
-    paths: list[str] = field(default_factory=list)  # the journal files read
-    foreign: list[tuple[str, str]] = field(default_factory=list)  # files named like journals that are not: why
-
-
-def writer_alive(directory: Path) -> bool:
-    """Whether a writer holds the lock of its journal directory (a shared lock is refused while it lives)."""
-    try:
-        if not stat.S_ISREG(os.lstat(directory / "lock").st_mode):  # a device is not opened: opening one acts
-            return False
-        fd = os.open(directory / "lock", os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)  # a FIFO would block
-    except OSError:
-        return False  # no lock file: no writer ever locked it, or it is being removed
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False  # a lock that cannot be locked (not a file) is no writer's
-    finally:
-        os.close(fd)  # closing releases a lock taken here
-    return False
-
-
-def read_journals(root: str | Path) -> Journals:
-    """Every complete batch in `root/_journal/<writer>/<table>-*.arrows`, of live and of dead writers (for a
-    dataset on object storage: those in its default local journal folder, objstore.default_journal_dir)."""
-    out = Journals()
-    base = objstore.journal_root(root) / JOURNAL_DIR
-    if base.is_symlink():
-        out.foreign.append((str(base), "a symbolic link, not the dataset's journal directory"))
-        return out
-    if not base.is_dir():
-        return out
-    for d in sorted(base.iterdir()):
-        if d.is_symlink() or not d.is_dir():
-            continue
-        if not (d / "lock").is_file():  # a writer makes its lock first
-            out.foreign.append((str(d), "no lock file, not a writer's journal directory"))
-            continue
-        state = "live" if writer_alive(d) else "dead"
-        got = 0
-        for table in TABLES:
-            for path in sorted(d.glob(f"{table}-*.arrows")):
-                try:  # a live writer's last batch may be mid-write: it comes next time
-                    data, _torn = read_journal(path, table)
-                except ForeignJournal as e:
-                    out.foreign.append((str(path), f"{e}, not a journal of this dataset"))
-                    continue
-                except OSError as e:
-                    out.foreign.append((str(path), f"unreadable: {e.strerror or e}"))
-                    continue
-                out.paths.append(str(path))
-                if data is not None and data.num_rows:
-                    out.tables[table].append(data)
-                    got += data.num_rows
-        if got:
-            getattr(out, state).append(str(d))
-            out.rows[state] += got
-    return out

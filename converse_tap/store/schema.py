@@ -163,7 +163,7 @@ CAPTURE_GAPS = pa.schema(
         _f("ts", _TS, False),  # when the note was written
         _f("ts_from", _TS),  # the first record lost
         _f("ts_to", _TS),  # the last record lost
-        _f("reason", _DICT, False),  # recorder_backlog_full | worker_down | worker_died
+        _f("reason", _DICT, False),  # recorder_backlog_full | worker_down | worker_died | recorder_stopped
         _f("records", pa.int64()),  # capture records lost: exchanges, or a stream's start, chunks and end
         _f("bytes", pa.int64()),
     ]
