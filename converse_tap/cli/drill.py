@@ -93,6 +93,7 @@ def sql_command(
     import duckdb
     import pyarrow as pa
 
+    from ..store.changes import ReadInterrupted, settle
     from ..store.reader import damaged_files
 
     fmt = fmt or ("table" if sys.stdout.isatty() else "csv")
@@ -104,8 +105,13 @@ def sql_command(
         try:
             reader = run_query(engine, query)
         except QueryError as e:
-            # a read error (plain duckdb.Error or IO, not a binder or parser error): a file damaged inside?
+            # a read error (plain duckdb.Error or IO, not a binder or parser error): the dataset changed under
+            # the query (a recorder rolled over: named, exit 2), or a file damaged inside?
             cause = e.__cause__
+            if isinstance(cause, Exception):
+                settled = settle(cause, engine.root, engine.listed)
+                if isinstance(settled, ReadInterrupted):
+                    raise UsageError(str(settled)) from e
             read = type(cause) is duckdb.Error or isinstance(cause, duckdb.IOException)
             damaged = damaged_files(dataset) if read else {}
             if not damaged:
@@ -190,7 +196,8 @@ def _table(reader: Any, out: Any) -> None:
     type=click.Choice(["keep", "hash"]),
     default="keep",
     show_default=True,
-    help="Message text as recorded, or its SHA-256 (salted like the dataset's hash policy) to share safely.",
+    help="Message text as recorded, or its SHA-256 to share safely (with the dataset's salt, or a random one for "
+    "this output when it has none).",
 )
 @click.option(
     "--memory-limit", callback=_memory_size, help="Memory the analysis may hold (DuckDB's limit, e.g. 500MB)."

@@ -84,7 +84,8 @@ def report(
         converse-tap report data/ --format html -o report.html
     \b
     Exit status: 0 the report measured traffic; 3 the report is written but measured nothing (no A2A message
-    in the dataset or the window); 2 not a dataset, an --agent the dataset never saw, or a usage error;
+    in the dataset or the window); 2 not a dataset, an --agent the dataset never saw, a dataset
+    that kept changing while it was read, or a usage error;
     1 the dataset cannot be read.
     """
     from ..analysis.render import FORMATS

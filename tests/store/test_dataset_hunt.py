@@ -307,3 +307,25 @@ def test_every_reason_the_recorder_gives_for_a_loss_reads_as_a_sentence() -> Non
     written = set(re.findall(r'(?:count_lost|_lost)\(\s*"([a-z_]+)"', source))
     assert {"recorder_stopped", "worker_died", "worker_down", "recorder_backlog_full"} <= written
     assert written <= set(_GAP_REASONS)
+
+
+def test_sql_whose_file_goes_while_its_query_runs_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file renamed after `sql` opened its views (a recorder's roll-over, while the query runs): named as a change
+    of the dataset, exit 2, not blamed on the query."""
+    from converse_tap.analysis import drill
+
+    root = _dataset(tmp_path / "data")
+    real = drill.run_query
+    gone: list[str] = []
+
+    def rolled_over_first(engine: Engine, query: str) -> Any:
+        path = engine.listed["messages"].files[0]
+        os.rename(path, path + ".moved")
+        gone.append(path)
+        return real(engine, query)
+
+    monkeypatch.setattr(drill, "run_query", rolled_over_first)
+    r = invoke("sql", str(root), "SELECT count(*) AS n FROM messages", "--format", "csv")
+    assert r.exit_code == 2 and gone, r.output
+    assert f"{gone[0]} is gone (removed or renamed)" in r.stderr and "run the command again" in r.stderr
+    assert "Traceback" not in r.output and "reaches outside" not in r.stderr
