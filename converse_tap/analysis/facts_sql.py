@@ -42,7 +42,8 @@ FIRST_SK = SORT_KEY.format(ts="first_seen", pos="first_pos")  # a reply's first 
 
 
 # A push delivery's sightings carry the agent key PUSH_AGENT (the recorder saw only the client's webhook): they are
-# the agent's whose sightings elsewhere hold their task, when exactly one agent's do (else they keep PUSH_AGENT), so
+# the agent's whose sightings or calls elsewhere hold their task (a SendMessage answered with the task, submitted,
+# as a client asking for push gets it), when exactly one agent's do (else they keep PUSH_AGENT), so
 # that a reply delivered by push and then polled is one reply, of its agent. Only the pushed rows are joined; the
 # others pass through, their keys unchanged (docs/metrics.md, "Push deliveries").
 _PUSHED = f"agent = '{PUSH_AGENT}'"
@@ -58,10 +59,15 @@ ATTRIBUTED = f"""(
            TRUE AS pushed
     FROM (SELECT * FROM sightings WHERE {_PUSHED}) s
     LEFT JOIN (
-        SELECT task_id, min(agent) AS owner FROM sightings
-        WHERE agent IS DISTINCT FROM '{PUSH_AGENT}' AND agent IS NOT NULL
-              AND task_id IN (SELECT task_id FROM sightings WHERE {_PUSHED})
-        GROUP BY task_id HAVING count(DISTINCT agent) = 1
+        SELECT task_id, min(agent) AS owner FROM (
+            SELECT task_id, agent FROM sightings
+            WHERE agent IS DISTINCT FROM '{PUSH_AGENT}' AND agent IS NOT NULL
+                  AND task_id IN (SELECT task_id FROM sightings WHERE {_PUSHED})
+            UNION ALL
+            SELECT task_id, agent FROM exchanges
+            WHERE ({CLIENT_CALL}) AND agent IS DISTINCT FROM '{PUSH_AGENT}' AND agent IS NOT NULL
+                  AND task_id IN (SELECT task_id FROM sightings WHERE {_PUSHED})
+        ) GROUP BY task_id HAVING count(DISTINCT agent) = 1
     ) o ON s.task_id = o.task_id
 )"""
 

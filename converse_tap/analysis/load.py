@@ -29,7 +29,7 @@ MESSAGE_COLUMNS = [
 ]  # fmt: skip
 EXCHANGE_COLUMNS = [
     "exchange_id", "ts_start", "agent", "binding", "method", "converse_requested", "streamed", "status_code",
-    "error_code", "complete", "anomalies",
+    "error_code", "complete", "anomalies", "task_id",
 ]  # fmt: skip
 CARD_COLUMNS = [
     "ts", "agent", "agent_url", "source", "name", "version", "converse_declared", "converse_required", "mcp_url",

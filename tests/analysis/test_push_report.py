@@ -71,9 +71,11 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
         # task t-2: the reply is pushed as the whole Task and polled, nothing else of the agent's seen before
         pushed({"task": completed("t-2", "m-2")}, T0 + 3),
         poll(completed("t-2", "m-2"), T0 + 4),
-        # task t-3: pushed only, and no other agent message of its task: the agent is not known
+        # task t-3: answered `submitted` (no agent message), its reply only pushed: the agent of the call
         send(T0 + 5, "t-3"),
         pushed(status_update("t-3", "m-3"), T0 + 6),
+        # task t-4: pushed only, nothing else of its task seen: the agent is not known
+        pushed(status_update("t-4", "m-4"), T0 + 7),
     ]
     return Path(write_dataset(tmp_path_factory.mktemp("push"), flows))
 
@@ -86,7 +88,7 @@ def replies(dataset: Path) -> Iterator[Any]:
 
 def test_a_pushed_then_polled_reply_counts_once_under_its_agent(replies: Any) -> None:
     by_key = {r["reply_key"]: r for r in replies.to_dict("records")}
-    assert sorted(by_key) == ["m-1", "m-2", "m-3", "m-ack"]
+    assert sorted(by_key) == ["m-1", "m-2", "m-3", "m-4", "m-ack"]
     assert by_key["m-1"]["agent"] == AGENT and by_key["m-2"]["agent"] == AGENT
     # first seen in the delivery (its time), its values from the last sighting (the poll)
     assert by_key["m-1"]["first_seen"].timestamp() == pytest.approx(T0 + 1)
@@ -94,19 +96,26 @@ def test_a_pushed_then_polled_reply_counts_once_under_its_agent(replies: Any) ->
     assert by_key["m-2"]["first_seen"].timestamp() == pytest.approx(T0 + 3)
 
 
-def test_a_reply_seen_only_in_a_delivery_keeps_the_push_key(replies: Any) -> None:
+def test_a_reply_only_pushed_is_the_agent_whose_call_made_its_task(replies: Any) -> None:
+    """The common push flow: SendMessage answered with the task, submitted (no agent message), then the reply by push
+    and no poll. The call names the task's agent."""
     (row,) = [r for r in replies.to_dict("records") if r["reply_key"] == "m-3"]
-    assert (row["agent"], row["exchange_id"], row["task_id"]) == (PUSH_AGENT, "ex-006", "t-3")
+    assert (row["agent"], row["exchange_id"], row["task_id"]) == (AGENT, "ex-006", "t-3")
+
+
+def test_a_reply_seen_only_in_a_delivery_keeps_the_push_key(replies: Any) -> None:
+    (row,) = [r for r in replies.to_dict("records") if r["reply_key"] == "m-4"]
+    assert (row["agent"], row["exchange_id"], row["task_id"]) == (PUSH_AGENT, "ex-007", "t-4")
 
 
 def test_the_report_counts_each_reply_once(dataset: Path) -> None:
     with Engine.over_dataset(dataset) as engine:
         report = build_report(engine, by=("agent",))
-    assert report["dataset"]["replies"] == 4
-    assert report["dataset"]["agent_message_sightings"] == 6  # as stored: every sighting
+    assert report["dataset"]["replies"] == 5
+    assert report["dataset"]["agent_message_sightings"] == 7  # as stored: every sighting
     groups = report["groups"]["agent"]
-    assert groups[AGENT]["authors"]["replies"] == 3  # m-ack, m-1, m-2
-    assert groups[PUSH_AGENT]["authors"]["replies"] == 1  # m-3, whose agent is not known
+    assert groups[AGENT]["authors"]["replies"] == 4  # m-ack, m-1, m-2, m-3
+    assert groups[PUSH_AGENT]["authors"]["replies"] == 1  # m-4, whose agent is not known
 
 
 def test_a_task_two_agents_claim_is_not_attributed(tmp_path: Path) -> None:
@@ -131,7 +140,7 @@ def test_spark_attributes_pushed_replies_as_duckdb_does(dataset: Path) -> None:
     finally:
         session.stop()
     assert json.dumps(spk, sort_keys=True) == json.dumps(duck, sort_keys=True)
-    assert duck["dataset"]["replies"] == 4
+    assert duck["dataset"]["replies"] == 5
 
 
 def test_deliveries_are_no_calls_and_their_key_no_agent(dataset: Path) -> None:
@@ -142,6 +151,6 @@ def test_deliveries_are_no_calls_and_their_key_no_agent(dataset: Path) -> None:
     with Engine.over_dataset(dataset) as engine:
         counts = engine.adoption_counts()
         calls = engine.scalar("SELECT count(DISTINCT exchange_id) FROM exchanges WHERE binding <> 'webhook'")
-    assert counts["calls"] == calls == 4  # two SendMessage and two GetTask; the three deliveries left out
+    assert counts["calls"] == calls == 4  # two SendMessage and two GetTask; the four deliveries left out
     overview, _ = dataset_overview(dataset)
     assert [a["agent"] for a in overview] == [AGENT]
