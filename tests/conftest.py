@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -33,3 +34,15 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("sample")
     build_sample(out)
     return out
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[Any]:
+    """moto's standalone S3 server on loopback (tests/integration/test_objstore.py `Moto`), one per test module."""
+    from tests.integration.test_objstore import Moto
+
+    server = Moto().start()
+    try:
+        yield server
+    finally:
+        server.stop()

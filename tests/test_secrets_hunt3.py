@@ -24,7 +24,7 @@ from converse_tap.a2a.redact_prose import looks_generated, random_letters
 from tests.children import finishes_within
 from tests.factories import EXT, a2a_flow, agent_message, envelope, jsonrpc_result
 from tests.test_secrets_hunt import _card, _logged
-from tests.test_secrets_hunt2 import _REDACTIONS, _everywhere_text, _leaked
+from tests.test_secrets_hunt2 import _AROUND, _DELIMITED, _REDACTIONS, _everywhere_text, _leaked
 
 # tokens of lower-case letters only, as `random.choices(string.ascii_lowercase)` or a careless client makes them
 LOWER_TOKEN = "qzvkxjwhtbpfmgdlrnyc"
@@ -281,11 +281,6 @@ _PLANTS = st.sampled_from(
         f"Authorization: plantsecretone{LOWER_TOKEN}",
     ]
 )
-_AROUND = st.lists(
-    st.sampled_from([" ", "\n", "(", ")", ",", ";", '"', "'", "{", "}", "[", "]", "word", "x=1", "a: b", "é", "\\"]),
-    max_size=5,
-).map("".join)
-_DELIMITED = st.sampled_from([" ", "\n", "(", ",", ";", "{", "[", "> "])
 
 
 @given(_AROUND, _DELIMITED, _PLANTS, _DELIMITED, _AROUND)

@@ -17,26 +17,14 @@ from . import fastjson
 from .classify import _UNPARSED, A2ARequest, _has_a2a_headers, _version_dialect
 from .constants import PUSH_BINDING, PUSH_METHOD, ROLES, TASK_STATE_NUMBERS, TASK_STATES
 from .headers import Headers
-from .objects import Walk, get
+from .objects import _KINDS, _WRAPPERS, Walk, get
 
 if TYPE_CHECKING:  # (the proxy's first look imports this module: no more than it needs)
     from .rows import Ctx
 
 TOKEN_HEADER = "x-a2a-notification-token"
-_V1_MEMBERS = {
-    "task": "task",
-    "message": "message",
-    "statusUpdate": "statusUpdate",
-    "artifactUpdate": "artifactUpdate",
-    "status_update": "statusUpdate",
-    "artifact_update": "artifactUpdate",
-}
-_V03_KINDS = {
-    "task": "task",
-    "message": "message",
-    "status-update": "statusUpdate",
-    "artifact-update": "artifactUpdate",
-}
+_V1_MEMBERS = _WRAPPERS  # a v1.0 StreamResponse's members, as the walk reads them in a stream event
+_V03_KINDS = _KINDS  # a v0.3 object's `kind`s, likewise
 # a v1.0 StreamResponse's one member opens the body; a v0.3 object names its `kind` anywhere in it
 _V1_OPENING = re.compile(rb'\s*\{\s*"(?:task|message|statusUpdate|artifactUpdate|status_update|artifact_update)"\s*:')
 _OPENING = 96  # bytes of a body the opening is looked for in

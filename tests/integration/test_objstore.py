@@ -12,7 +12,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -65,15 +64,6 @@ class Moto:
             allow_bucket_creation=True,
         )
         fs.create_dir(name)
-
-
-@pytest.fixture(scope="module")
-def moto() -> Iterator[Moto]:
-    server = Moto().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, server: Moto) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +22,6 @@ from tests.factories import a2a_flow, agent_message, jsonrpc_result, write_datas
 from tests.integration.test_objstore import Moto, _aws_env
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def moto() -> Iterator[Moto]:
-    server = Moto().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
