@@ -24,7 +24,12 @@ class Journal:
         self.path = path
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         self.file = os.fdopen(fd, "wb")
-        self.writer = pa.ipc.new_stream(self.file, schema)
+        try:
+            self.writer = pa.ipc.new_stream(self.file, schema)
+        except BaseException:  # (a full disk: no file left behind that holds not even the schema)
+            self.file.close()
+            path.unlink(missing_ok=True)
+            raise
         self.rows = 0
 
     def append(self, batch: pa.RecordBatch) -> None:

@@ -286,6 +286,11 @@ class DatasetWriter:
                 if broken is not None:
                     with contextlib.suppress(OSError):
                         broken.close()
+                    if not broken.rows:  # it holds no row: removed, not one more torn file per retry of a full disk
+                        with contextlib.suppress(OSError):
+                            broken.path.unlink()
+                        self._journal_files[table] = [p for p in self._journal_files[table] if p != broken.path]
+                        self._journal_rows.pop(broken.path, None)
                 return
             self.stats.rows_written[table] += len(rows)
             rows.clear()

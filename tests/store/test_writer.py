@@ -163,6 +163,37 @@ def test_disk_failure_holds_rows_and_retries(tmp_path: Path, monkeypatch: pytest
     assert len(load(tmp_path, "exchanges")) == 4 and w.stats.rows_dropped == 0
 
 
+def test_a_full_disk_leaves_no_journal_file_per_retry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each retry on a full disk opened a new journal that failed before holding a row: a recorder left 211 torn
+    files in one run (each then read as "ends mid-batch"). A journal that holds no row is removed when it fails; the
+    one that was live when the disk filled keeps its complete batches."""
+    real_append = writer_module._Journal.append
+    failing = {"on": False}
+
+    def append(self, batch):
+        if failing["on"]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_append(self, batch)
+
+    monkeypatch.setattr(writer_module._Journal, "append", append)
+    extractions = [extraction(i) for i in range(30)]
+    w = DatasetWriter(tmp_path, flush_interval=60)
+    w.start()
+    w.submit(extractions[0])
+    w.flush()  # the journals live when the disk fills: one per table, holding rows
+    failing["on"] = True
+    for ext in extractions[1:]:
+        w.submit(ext)
+        w.flush()
+    assert w.stats.flush_failures >= 29
+    held = sorted(p.name for p in w.dir.glob("*.arrows"))
+    assert held == ["exchanges-000001.arrows", "messages-000002.arrows"], held  # no file per retry
+    failing["on"] = False
+    w.flush()
+    w.close()
+    assert sorted(load(tmp_path, "exchanges")["exchange_id"]) == sorted(e.exchange["exchange_id"] for e in extractions)
+
+
 def test_bounded_buffer_counts_what_it_drops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def append(self, batch):
         raise OSError(errno.EIO, "I/O error")
