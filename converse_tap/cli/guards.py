@@ -163,19 +163,12 @@ def check_output(output: Path) -> None:
 
 def write_output(output: Path, text: str) -> None:
     """Write a report to -o, making its missing directories. A file is written owner-only; what is not a file
-    (`/dev/null`, `/dev/stdout`, a FIFO, `>(gzip > r.gz)`) is written to as it is, its permissions untouched: run as
-    root, `-o /dev/null` made /dev/null owner-only, and every other user's programs failed on it."""
+    (`/dev/null`, `/dev/stdout`, a FIFO, `>(gzip > r.gz)`) is written to as it is, its permissions untouched
+    (`write_private`): run as root, `-o /dev/null` made /dev/null owner-only, and every other user's programs failed
+    on it."""
     try:
         from ..store.files import make_dir, write_private
 
-        try:
-            mode: int | None = output.stat().st_mode
-        except OSError:
-            mode = None
-        if mode is not None and not stat.S_ISREG(mode):
-            with open(output, "w", encoding="utf-8") as f:
-                f.write(text)
-            return
         make_dir(output.parent)  # owner-only, as the dataset: a report may quote message text
         write_private(output, text)
     except OSError as e:
