@@ -63,17 +63,23 @@ HOW = {"removed": "is gone", "renamed": "is gone", "truncated": "was replaced", 
 
 
 def _racing(
-    monkeypatch: pytest.MonkeyPatch, module: Any, change: Callable[[Path], None], hit: list[str], every: bool = False
+    monkeypatch: pytest.MonkeyPatch,
+    module: Any,
+    change: Callable[[Any], None],
+    hit: list[str],
+    every: bool = False,
+    name: Callable[[str], Any] = Path,
 ) -> None:
     """`module.table_files` changes the second messages file right after listing it (once, or `every` time): the
-    race of a dataset changed between listing and reading, made certain."""
+    race of a dataset changed between listing and reading, made certain. `change` is given the file as `name`
+    makes it (a local Path; an object's key as listed, `str`)."""
     real = table_files
 
     def listing(root: Any, table: str, *args: Any) -> TableFiles:
         out = real(root, table, *args)
         if table == "messages" and (every or not hit) and len(out.files) > 1:
             hit.append(out.files[1])
-            change(Path(out.files[1]))
+            change(name(out.files[1]))
         return out
 
     monkeypatch.setattr(module, "table_files", listing)

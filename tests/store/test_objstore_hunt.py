@@ -20,6 +20,7 @@ from converse_tap.store.reader import TableFiles, table_files
 from tests.cli_helpers import invoke
 from tests.factories import a2a_flow, agent_message, jsonrpc_result, write_dataset
 from tests.integration.test_objstore import Moto, _aws_env
+from tests.store.test_dataset_hunt import _racing
 
 pytestmark = pytest.mark.integration
 
@@ -64,20 +65,6 @@ CHANGES: dict[str, Callable[[objstore.Remote, str], None]] = {
 }
 
 
-def _racing(monkeypatch: pytest.MonkeyPatch, change: Callable[[str], None], hit: list[str], every: bool) -> None:
-    """The second messages object changed right after it was listed (once, or `every` time)."""
-    real = table_files
-
-    def listing(root: Any, table: str, *args: Any) -> TableFiles:
-        out = real(root, table, *args)
-        if table == "messages" and (every or not hit) and len(out.files) > 1:
-            hit.append(out.files[1])
-            change(out.files[1])
-        return out
-
-    monkeypatch.setattr(sources, "table_files", listing)
-
-
 @pytest.mark.parametrize("how", sorted(CHANGES))
 def test_an_object_changed_between_listing_and_reading_is_named(
     how: str, bucket: str, monkeypatch: pytest.MonkeyPatch
@@ -85,13 +72,17 @@ def test_an_object_changed_between_listing_and_reading_is_named(
     root = _dataset(f"s3://{bucket}/fleet", writers=5, per=1)  # a file for each change below
     remote = objstore.parse(root)
     hit: list[str] = []
-    _racing(monkeypatch, lambda p: CHANGES[how](remote, p), hit, every=False)
+    _racing(monkeypatch, sources, lambda p: CHANGES[how](remote, p), hit, False, str)
     with pytest.raises(DatasetChanged) as e:
         Engine.over_dataset(root).close()
     assert [where for where, _ in e.value.changed] == [objstore.SCHEME + hit[0]]
 
     # the report reads the dataset again; an object changed every time it is listed makes it give up, and say so
-    _racing(monkeypatch, lambda p: CHANGES[how](remote, p) if remote.fs.get_file_info(p).size else None, hit, True)
+    def only_filled(p: str) -> None:
+        if remote.fs.get_file_info(p).size:
+            CHANGES[how](remote, p)
+
+    _racing(monkeypatch, sources, only_filled, hit, True, str)
     r = invoke("report", root, "--format", "json")
     assert r.exit_code == 2, r.output
     assert f"{objstore.SCHEME}{hit[-1]} " in r.stderr and "changed while it was being read" in r.stderr
@@ -102,7 +93,7 @@ def test_a_report_reads_again_over_an_object_renamed_once(bucket: str, monkeypat
     root = _dataset(f"s3://{bucket}/fleet")
     remote = objstore.parse(root)
     hit: list[str] = []
-    _racing(monkeypatch, lambda p: remote.fs.move(p, p.replace("/part-", "/part-moved-")), hit, every=False)
+    _racing(monkeypatch, sources, lambda p: remote.fs.move(p, p.replace("/part-", "/part-moved-")), hit, False, str)
     r = invoke("report", root, "--format", "json")
     assert r.exit_code == 0 and hit, r.output
     assert json.loads(r.stdout)["dataset"]["exchanges"] == 6 and "warning" not in r.stderr
