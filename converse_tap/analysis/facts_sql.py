@@ -236,7 +236,7 @@ ORDER BY agent, conversation, routine, instance
 """
 
 CITED = f"""
-SELECT agent, {DAY} AS day, {ROUTINE} AS routine, document_id, count(*) AS replies
+SELECT {AGENT} AS agent, {DAY} AS day, {ROUTINE} AS routine, document_id, count(*) AS replies
 FROM (SELECT DISTINCT reply_key, agent, first_seen, routine_name, routine_tool_name,
              {value_key_sql("c.document_id")} AS document_id
       FROM replies, unnest(citations) AS t(c))

@@ -17,6 +17,9 @@ from ..a2a.constants import TERMINAL_ROUTINE_STATUSES
 from .engine import NONE, Engine
 from .load import Frames
 from .stats import wilson
+from .tally import ALL, Tallies, documents, shares, sizes, tally
+from .tally import count as count  # re-exported with value_key: callers name them from here
+from .tally import value_key as value_key
 
 
 def replies(messages: pd.DataFrame) -> pd.DataFrame:
@@ -41,67 +44,70 @@ def turns(replies: pd.DataFrame) -> pd.DataFrame:
 TERMINAL = sorted(TERMINAL_ROUTINE_STATUSES)
 
 
-def _weights(frame: pd.DataFrame) -> pd.Series:
-    return frame["n"] if "n" in frame.columns else pd.Series(1, index=frame.index)
-
-
-def value_key(value: Any) -> str:
-    """The key a counted value is reported under, one per value: `(none)` (NONE) for a missing value; a value from
-    the data that starts like such a placeholder, `(`, or like a quoted value, `"`, is quoted (its `\\` and `"`
-    escaped with a backslash), so that a wire value `(none)` is counted as `"(none)"`, apart from the missing
-    ones (`facts_sql.value_key_sql` builds the same in SQL)."""
-    if value is None or (not isinstance(value, str) and pd.isna(value)):
-        return NONE
-    text = str(value)
-    if text.startswith(("(", '"')):
-        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return text
-
-
-def _counts(values: pd.Series, weights: pd.Series, with_ci: bool) -> pd.DataFrame:
-    total = int(weights.sum())
-    counts = weights.groupby(values.astype(object).map(value_key), sort=False).sum()
-    rows = []
-    for value, count in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0]))):
-        share, lo, hi = wilson(int(count), total)
-        row: dict[str, Any] = {"value": value, "count": int(count), "share": share}
-        if with_ci:
-            row.update(ci_low=lo, ci_high=hi)
-        rows.append(row)
-    cols = ["value", "count", "share"] + (["ci_low", "ci_high"] if with_ci else [])
-    return pd.DataFrame(rows, columns=cols)
-
-
-def count(frame: pd.DataFrame) -> int:
-    """How many facts a frame stands for (its rows, or the sum of its `n`)."""
-    return int(_weights(frame).sum())
+def _frame(rows: list[dict[str, Any]], with_ci: bool) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["value", "count", "share"] + (["ci_low", "ci_high"] if with_ci else []))
 
 
 def assessed(turns: pd.DataFrame) -> pd.DataFrame:
     return turns[turns["coverage_availability"] == "assessed"] if not turns.empty else turns
 
 
+# Each metric is a count per key of a grouping (`by`: a column of the frame; None: one key, ALL), so the report
+# counts every agent, day or routine in one pass (`tally`); the functions after these are their ungrouped form.
+
+
+def coverage_tallies(turns: pd.DataFrame, by: str | None = None) -> Tallies:
+    """Assessed turns by coverage value (unknown values verbatim)."""
+    return tally(assessed(turns), by, "coverage")
+
+
+def reason_tallies(turns: pd.DataFrame, by: str | None = None) -> Tallies:
+    """Assessed turns by reason ('(none)' when a turn gives none)."""
+    return tally(assessed(turns), by, "coverage_reason")
+
+
+def availability_tallies(turns: pd.DataFrame, by: str | None = None) -> Tallies:
+    """Every turn that carries answerCoverage, by availability."""
+    return tally(turns, by, "coverage_availability")
+
+
+def author_tallies(replies: pd.DataFrame, by: str | None = None) -> Tallies:
+    """Replies that state an author, by author."""
+    return tally(replies[replies["author"].notna()], by, "author")
+
+
+def invocation_tallies(replies: pd.DataFrame, by: str | None = None) -> Tallies:
+    """Typed routine calls, by (tool, outcome) (unknown outcomes verbatim)."""
+    inv = replies[replies["invocation_outcome"].notna() | replies["invocation_tool_name"].notna()]
+    return tally(inv, by, "invocation_tool_name", "invocation_outcome")
+
+
+def citation_tallies(turns: pd.DataFrame, by: str | None = None) -> dict[Any, tuple[int, int]]:
+    """Answered (assessed) turns, and those of them with no citation: (answered, uncited) per key."""
+    a = assessed(turns)
+    answered = a[a["coverage"] == "answered"]
+    uncited = sizes(answered[answered["citation_count"].fillna(0) == 0], by)
+    return {k: (n, uncited.get(k, 0)) for k, n in sizes(answered, by).items()}
+
+
 def coverage_distribution(turns: pd.DataFrame) -> pd.DataFrame:
     """Coverage value of assessed turns: count, share and 95% Wilson interval (unknown values verbatim)."""
-    a = assessed(turns)
-    return _counts(a["coverage"], _weights(a), with_ci=True)
+    return _frame(shares(coverage_tallies(turns).get(ALL, {}), with_ci=True), with_ci=True)
 
 
 def coverage_reasons(turns: pd.DataFrame) -> pd.DataFrame:
     """Reason of assessed turns: count and share of assessed turns ('(none)' when a turn gives none)."""
-    a = assessed(turns)
-    return _counts(a["coverage_reason"], _weights(a), with_ci=False)
+    return _frame(shares(reason_tallies(turns).get(ALL, {}), with_ci=False), with_ci=False)
 
 
 def coverage_availability(turns: pd.DataFrame) -> pd.DataFrame:
     """Availability of every turn that carries answerCoverage."""
-    return _counts(turns["coverage_availability"], _weights(turns), with_ci=False)
+    return _frame(shares(availability_tallies(turns).get(ALL, {}), with_ci=False), with_ci=False)
 
 
 def author_share(replies: pd.DataFrame) -> pd.DataFrame:
     """Replies that state an author, by author: count, share, 95% Wilson interval."""
-    stated = replies[replies["author"].notna()]
-    return _counts(stated["author"], _weights(stated), with_ci=True)
+    return _frame(shares(author_tallies(replies).get(ALL, {}), with_ci=True), with_ci=True)
 
 
 def conversations(replies: pd.DataFrame) -> pd.DataFrame:
@@ -212,29 +218,22 @@ def abandoned_slots(instances: pd.DataFrame) -> pd.DataFrame:
 
 def invocation_outcomes(replies: pd.DataFrame) -> pd.DataFrame:
     """Typed routine calls: one row per tool and outcome with its count (unknown outcomes verbatim)."""
-    inv = replies[replies["invocation_outcome"].notna() | replies["invocation_tool_name"].notna()]
-    if inv.empty:
-        return pd.DataFrame(columns=["tool", "outcome", "count"])
-    frame = pd.DataFrame(
-        {
-            "tool": inv["invocation_tool_name"].astype(object).map(value_key),
-            "outcome": inv["invocation_outcome"].astype(object).map(value_key),
-            "count": _weights(inv),
-        }
-    )
-    out = frame.groupby(["tool", "outcome"], sort=False)["count"].sum().astype(int).reset_index()
-    return out.sort_values(["tool", "outcome"]).reset_index(drop=True)
+    return pd.DataFrame(invocation_rows(invocation_tallies(replies).get(ALL, {})), columns=["tool", "outcome", "count"])
+
+
+def invocation_rows(counts: dict[Any, int]) -> list[dict[str, Any]]:
+    return [{"tool": tool, "outcome": outcome, "count": n} for (tool, outcome), n in sorted(counts.items())]
 
 
 def citation_summary(turns: pd.DataFrame) -> dict[str, Any]:
     """Answered (assessed) turns with no citation: count, share, Wilson interval."""
-    a = assessed(turns)
-    answered = a[a["coverage"] == "answered"]
-    uncited = count(answered[answered["citation_count"].fillna(0) == 0])
-    total = count(answered)
-    share, lo, hi = wilson(uncited, total)
+    return citation_row(*citation_tallies(turns).get(ALL, (0, 0)))
+
+
+def citation_row(answered: int, uncited: int) -> dict[str, Any]:
+    share, lo, hi = wilson(uncited, answered)
     return {
-        "answered_turns": total,
+        "answered_turns": answered,
         "answered_without_citation": uncited,
         "share": share,
         "ci_low": lo,
@@ -244,13 +243,7 @@ def citation_summary(turns: pd.DataFrame) -> dict[str, Any]:
 
 def top_cited(cited: pd.DataFrame, top: int = 10) -> pd.DataFrame:
     """The documents cited by the most replies, from per-document counts (`Engine.cited`)."""
-    cols = ["document_id", "title", "replies"]
-    if cited.empty:
-        return pd.DataFrame(columns=cols)
-    counts = cited.groupby("document_id", sort=False).agg(replies=("replies", "sum"), title=("title", "first"))
-    out = counts.reset_index().sort_values(["replies", "document_id"], ascending=[False, True]).head(top)
-    out["replies"] = out["replies"].astype(int)
-    return out[cols].reset_index(drop=True)
+    return pd.DataFrame(documents(cited, None, top).get(ALL, []), columns=["document_id", "title", "replies"])
 
 
 def most_cited(replies: pd.DataFrame, top: int = 10) -> pd.DataFrame:
