@@ -15,10 +15,10 @@ from ..a2a import fastjson
 from ..a2a.classify import classify
 from ..a2a.envelope import find_envelope, flatten_envelope
 from ..a2a.grpc import classify_grpc, decode, is_grpc
-from ..a2a.grpc_frames import parse_frames
+from ..a2a.grpc_frames import GrpcFrame, GrpcFrameParser, parser_anomalies
 from ..a2a.headers import Headers
 from ..a2a.objects import Walk, extensions_of, get, normalise_role, parts_of, text_of, walk_result
-from ..a2a.sse import parse_sse
+from ..a2a.sse import SseParser
 
 
 def _envelope_lines(obj: dict[str, Any], role: str | None) -> list[str]:
@@ -53,6 +53,8 @@ def _envelope_lines(obj: dict[str, Any], role: str | None) -> list[str]:
 
 
 MAX_OBJECTS = 200  # A2A objects shown per document (a task's history can hold thousands)
+MAX_EVENTS = 200  # SSE events or gRPC messages shown per body; the others are only counted
+FEED = 64 * 1024  # a body is split this many bytes at a time: never all its events or messages at once
 MAX_TEXT_LINES = 8  # lines of a message's text shown, each cut to MAX_LINE characters
 MAX_LINE = 200
 
@@ -113,6 +115,39 @@ def render(doc: Any, label: str) -> list[str]:
     return out
 
 
+def _grpc_message(dialect: str, method: str, direction: str, frame: GrpcFrame, label: str) -> list[str]:
+    doc, note = (None, "too large") if frame.oversize else (None, frame.error) if frame.error else (None, None)
+    if note is None:
+        doc, note = decode(dialect, method, direction, frame.data)
+    if note is not None:
+        return [f"{label}: ! {note} ({frame.length} bytes)"]
+    if direction == "request":
+        return render(doc, label) if isinstance(doc, dict) and "message" in doc else [f"{label}: {doc}"]
+    return render(doc, label)
+
+
+def _sse_lines(data: bytes) -> list[str]:
+    """Each event's A2A objects, for the first MAX_EVENTS events; the others are counted."""
+    parser = SseParser()
+    lines: list[str] = []
+    shown = 0
+    view = memoryview(data)
+    for start in range(0, len(view) + FEED, FEED):
+        chunk = bytes(view[start : start + FEED])
+        for ev in parser.feed(chunk) if chunk else parser.close():
+            if shown < MAX_EVENTS:
+                label = f"event {shown}" + (f" ({ev.event})" if ev.event != "message" else "")
+                lines += render(fastjson.loads(ev.data), label)
+                shown += 1
+        if shown >= MAX_EVENTS:
+            parser.count_only = True
+        if not chunk:
+            break
+    if parser.dispatched > shown:
+        lines.append(f"… {parser.dispatched - shown} more events")
+    return lines
+
+
 def _grpc_lines(data: bytes, metadata: Metadata) -> list[str]:
     """Each length-prefixed message decoded against the call's method, as the JSON bindings are shown."""
     flow = metadata.flow
@@ -124,20 +159,24 @@ def _grpc_lines(data: bytes, metadata: Metadata) -> list[str]:
         raise ValueError("not an A2A gRPC call")
     direction = "request" if metadata.http_message is req else "response"
     headers = metadata.http_message.headers if metadata.http_message is not None else req.headers
-    frames, notes = parse_frames(data, encoding=headers.get("grpc-encoding", ""))
+    parser = GrpcFrameParser(encoding=headers.get("grpc-encoding", ""))
     method = call.method_raw.rsplit("/", 1)[-1]
-    lines = [f"gRPC {call.dialect} {call.method}: {len(frames)} message(s)"]
-    for i, frame in enumerate(frames):
-        label = "request" if direction == "request" else (f"message {i}" if call.streaming else "response")
-        doc, note = (None, "too large") if frame.oversize else (None, frame.error) if frame.error else (None, None)
-        if note is None:
-            doc, note = decode(call.dialect, method, direction, frame.data)
-        if note is not None:
-            lines.append(f"{label}: ! {note} ({frame.length} bytes)")
-        elif direction == "request":
-            lines += render(doc, label) if isinstance(doc, dict) and "message" in doc else [f"{label}: {doc}"]
-        else:
-            lines += render(doc, label)
+    lines: list[str] = []
+    seen = switched = 0
+    view = memoryview(data)
+    for start in range(0, len(view), FEED):
+        for frame in parser.feed(view[start : start + FEED]):
+            if seen < MAX_EVENTS:
+                label = "request" if direction == "request" else (f"message {seen}" if call.streaming else "response")
+                lines += _grpc_message(call.dialect, method, direction, frame, label)
+            seen += 1
+        if seen >= MAX_EVENTS and not parser.count_only:
+            parser.count_only, switched = True, parser.messages  # the rest are counted, never copied nor decoded
+    total = seen + (parser.messages - switched if parser.count_only else 0)
+    lines.insert(0, f"gRPC {call.dialect} {call.method}: {total} message(s)")
+    if total > MAX_EVENTS:
+        lines.append(f"… {total - MAX_EVENTS} more messages")
+    notes = parser_anomalies(parser)
     lines += [f"! {n}" for n in notes]
     trailers = getattr(metadata.http_message, "trailers", None)
     if direction == "response" and trailers:
@@ -156,10 +195,7 @@ class A2AContentview(Contentview):
         if is_grpc(ctype):
             lines += _grpc_lines(data, metadata)
         elif ctype.startswith("text/event-stream"):
-            events, _ = parse_sse(data)
-            for i, ev in enumerate(events):
-                label = f"event {i}" + (f" ({ev.event})" if ev.event != "message" else "")
-                lines += render(fastjson.loads(ev.data), label)
+            lines += _sse_lines(data)
         else:  # fastjson: a document of millions of values is refused (ValueError), not parsed on the event loop
             lines += render(fastjson.loads(data), "body")
         return "\n".join(lines) + "\n"
