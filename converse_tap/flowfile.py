@@ -2,10 +2,11 @@
 
 A flow file is a sequence of tnetstrings (`<length>:<payload><tag>`), one per flow, each the dict of an
 `HTTPFlow.get_state()`. Every value carries its length, so a record's fields can be located by walking length
-prefixes, and a value ingest does not need (certificates, connection details, WebSocket messages, a body past
-`max_body`) is skipped unparsed (in a record larger than 8 MiB, unread). The file is read with `pread` a megabyte at
-a time (`capturefile.FileBytes`), never memory-mapped, so memory stays bounded whatever the size of the file or of
-one record, and a file truncated while it is read is reported, not a SIGBUS.
+prefixes, and a value ingest does not need (certificates, connection details, a body past `max_body`) is skipped
+unparsed (in a record larger than 8 MiB, unread); WebSocket messages are counted, not read, and flows of another
+type (tcp, udp, dns) counted by type (`Position`), for the report to say what ingest did not read. The file is
+read with `pread` a megabyte at a time (`capturefile.FileBytes`), never memory-mapped, so memory stays bounded
+whatever the size of the file or of one record, and a file truncated while it is read is reported, not a SIGBUS.
 
 Records of the current flow format (mitmproxy's `FLOW_FORMAT_VERSION`) are read this way; records of older
 formats, and any record whose shape the partial read does not take (a key that is not ASCII text, a repeated
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -150,6 +151,8 @@ def _state(buf: Any, start: int, stop: int, max_body: int) -> dict[str, Any] | N
             state[key.decode()] = _small(buf, fields[key])
     if state.get("type") != "http":
         return state
+    if b"websocket" in fields:
+        state["websocket"] = _messages(buf, fields[b"websocket"])
     state["request"] = _message(buf, fields[b"request"], max_body, False) if b"request" in fields else None
     state["response"] = _message(buf, fields[b"response"], max_body, True) if b"response" in fields else None
     if b"client_conn" in fields:
@@ -157,6 +160,27 @@ def _state(buf: Any, start: int, stop: int, max_body: int) -> dict[str, Any] | N
     if b"server_conn" in fields:
         state["server_conn"] = _conn(buf, fields[b"server_conn"], (b"address", b"peername"))
     return state
+
+
+def _messages(buf: Any, loc: tuple[int, int, int]) -> int | None:
+    """How many messages a flow's WebSocket data holds (their heads walked, never their payloads); None for a flow
+    without any. Data of the wrong shape counts what it can: the record is judged by what ingest reads, not by
+    this."""
+    start, stop, tag = loc
+    if tag != DICT:
+        return None
+    n = 0
+    try:
+        found = _fields(buf, start, stop).get(b"messages")
+        if found is None or found[2] != LIST:
+            return 0
+        pos, end = found[0], found[1]
+        while pos < end:
+            pos = _head(buf, pos, end)[1] + 1
+            n += 1
+    except ValueError:  # (Bad, TooLarge, a length that is not a number)
+        pass
+    return n
 
 
 def _whole(buf: Any, start: int, stop: int, tag: int) -> dict[str, Any]:
@@ -202,11 +226,14 @@ def _migrated(state: dict[Any, Any]) -> dict[str, Any]:
 @dataclass
 class Position:
     """Where a reader is: byte offset and flows read, for progress and error messages; `record`: the offset of the
-    record of the exchange last given."""
+    record of the exchange last given. What the records read held that ingest does not read: `not_http`, flows of
+    another type (tcp, udp, dns) by type; `websocket`, the HTTP flows with WebSocket data and their messages."""
 
     offset: int = 0
     flows: int = 0
     record: int = 0
+    not_http: dict[str, int] = field(default_factory=dict)
+    websocket: list[int] = field(default_factory=lambda: [0, 0])  # [flows, messages]
 
 
 def read(
@@ -256,11 +283,11 @@ def _records(
             if tag != DICT:
                 raise Bad(f"a record of type {chr(tag)!r}, not a flow")
             buf, base = fb.record(offset, stop + 1)
-            exchange = _exchange(buf, start - base, stop - base, tag, max_body)
+            exchange, ftype, messages = _exchange(buf, start - base, stop - base, tag, max_body)
         except Shrank:
             raise
         except Exception as e:  # the record's own content, whatever it provokes (mitmproxy's migration too)
-            exchange = None
+            exchange, ftype = None, ""  # (unreadable: told to `skipped`, counted there)
             if skipped is None:
                 raise Damaged(offset, _why(e)) from e
             # a record cut short and written after (`-w +file` after a kill): its prefix claims bytes of the next
@@ -279,12 +306,18 @@ def _records(
         pos.offset = stop + 1
         pos.flows += 1
         if exchange is not None:
+            if messages is not None:
+                pos.websocket[0] += 1
+                pos.websocket[1] += messages
             pos.record = offset
             yield exchange
+        elif ftype:
+            pos.not_http[ftype] = pos.not_http.get(ftype, 0) + 1
 
 
-def _exchange(mm: Any, start: int, stop: int, tag: int, max_body: int) -> HttpExchange | None:
-    """The exchange of one record, None for a flow that is not HTTP."""
+def _exchange(mm: Any, start: int, stop: int, tag: int, max_body: int) -> tuple[HttpExchange | None, str, int | None]:
+    """The exchange of one record (None for a flow that is not HTTP), the flow's type, and the messages of its
+    WebSocket data (None without any)."""
     try:
         state = _state(mm, start, stop, max_body)
     except TooLarge:
@@ -293,12 +326,26 @@ def _exchange(mm: Any, start: int, stop: int, tag: int, max_body: int) -> HttpEx
         state = None
     if state is None:
         state = _whole(mm, start, stop, tag)
+        ws = state.get("websocket")
+        if isinstance(ws, dict):
+            state["websocket"] = len(ws["messages"]) if isinstance(ws.get("messages"), list) else 0
+        else:
+            state["websocket"] = None
     if state.get("type") != "http":
-        return None
+        return None, flow_type(state.get("type")), None
+    messages = state.pop("websocket", None)  # (never read by `checked`)
     state, anomalies = checked(state)
     exchange = exchange_from_state(state, max_body, "ingest")
     exchange.anomalies.extend(anomalies)
-    return exchange
+    return exchange, "http", messages
+
+
+def flow_type(value: Any) -> str:
+    """A record's `type` as the report names it: mitmproxy's (tcp, udp, dns), any other short name as written,
+    else `unknown`."""
+    if isinstance(value, str) and value.isascii() and value.isidentifier() and len(value) <= 16:
+        return value
+    return "unknown"
 
 
 def _why(e: Exception) -> str:

@@ -8,7 +8,7 @@ import codecs
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,7 @@ class HarPosition:
     entries: int = 0
     started: bool = False  # `log.entries` was found: the file is a HAR
     size: int = 0  # characters of the last entry
+    websocket: list[int] = field(default_factory=lambda: [0, 0])  # entries read with `_webSocketMessages`, messages
 
 
 _BOMS: tuple[tuple[bytes, str], ...] = (

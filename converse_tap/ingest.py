@@ -212,7 +212,8 @@ def _deferred(result: IngestResult, like: Share, added: np.ndarray) -> np.ndarra
         return np.empty(0, dtype=np.uint64)
     run = Run(replace(like, parts=again, known=np.union1d(like.known, added), keep_ids=True), None)
     r = run.run()
-    r.flows = 0  # counted by the shares that put them off
+    r.flows = 0  # counted by the shares that put them off (their WebSocket messages too)
+    r.websocket_flows = r.websocket_messages = 0
     _merge(result, r)
     return run.added_ids()
 
@@ -244,3 +245,4 @@ def _merge(into: IngestResult, part: IngestResult) -> None:
     into.interrupted = into.interrupted or part.interrupted
     into.parquet_files += part.parquet_files
     into.deferred.extend(part.deferred)
+    into.unread(part.not_http, [part.websocket_flows, part.websocket_messages])

@@ -51,6 +51,7 @@ def report_lines(result: IngestResult, out: str | Path) -> list[tuple[str, str]]
                 f"{out}{dup}",
             )
         )
+    lines.extend(("info", line) for line in unread_lines(result))
     lines.extend(("error", str(e)) for e in result.errors)
     if result.unlisted:
         lines.append(
@@ -61,6 +62,38 @@ def report_lines(result: IngestResult, out: str | Path) -> list[tuple[str, str]]
             )
         )
     return lines
+
+
+def not_http(result: IngestResult) -> str:
+    """The flows of another type than HTTP the input held, by type, most first: `12 tcp, 3 dns flows`."""
+    kinds = sorted(result.not_http.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{n} {kind}" for kind, n in kinds) + " flows"
+
+
+def unread_lines(result: IngestResult) -> list[str]:
+    """What the records read held that ingest does not read, said: never a summary that reads as the whole input."""
+    lines = []
+    if result.not_http:
+        lines.append(
+            f"skipped {not_http(result)}: not HTTP, and ingest reads HTTP exchanges only (A2A carried inside them, "
+            "as under mitmproxy's `tcp_hosts`, is not seen)"
+        )
+    if result.websocket_flows:
+        lines.append(
+            f"skipped the {result.websocket_messages} messages of {result.websocket_flows} WebSocket connection(s): "
+            "their HTTP handshakes were read, their messages are not (ingest reads HTTP exchanges only)"
+        )
+    return lines
+
+
+def nothing_read(result: IngestResult) -> str:
+    """Why an input of records without an HTTP exchange is not a successful ingest."""
+    held = (
+        f"only {not_http(result)}"
+        if result.not_http
+        else "flow files of TCP, UDP or DNS flows only, or HARs without entries"
+    )
+    return f"no HTTP exchange in the input ({held}): nothing was ingested"
 
 
 def forget_dataset(out: str | Path) -> None:

@@ -52,6 +52,18 @@ class IngestResult:
     # flows whose id an earlier share's records hold, (path, record offset, digest): read at the end (`ingest`)
     # unless that share wrote it (its record with that id may be unreadable, or not an exchange)
     deferred: list[tuple[Path, int, int]] = field(default_factory=list)
+    # what the records read held that ingest does not read: flows of another type than HTTP (tcp, udp, dns), by
+    # type; and the HTTP flows (HAR entries) with WebSocket messages, and those messages (their handshakes are read)
+    not_http: dict[str, int] = field(default_factory=dict)
+    websocket_flows: int = 0
+    websocket_messages: int = 0
+
+    def unread(self, not_http: dict[str, int], websocket: list[int]) -> None:
+        """Count what a part's records held that ingest does not read (`flowfile.Position`, `harfile.HarPosition`)."""
+        for kind, n in not_http.items():
+            self.not_http[kind] = self.not_http.get(kind, 0) + n
+        self.websocket_flows += websocket[0]
+        self.websocket_messages += websocket[1]
 
 
 class _Writer(DatasetWriter):
@@ -170,6 +182,7 @@ class Run:
                     self._read(source, lambda: hpos.offset // part.stripes)
             finally:
                 self.elsewhere = set()
+                self.result.unread({}, hpos.websocket)
         else:
             fpos = flowfile.Position(flows=part.before)
 
@@ -185,6 +198,7 @@ class Run:
                 raise IngestError(part.path, f"byte {e.offset} (after flow {fpos.flows})", reason) from e
             finally:
                 self.record = None
+                self.result.unread(fpos.not_http, fpos.websocket)
         if self.report is not None:
             self.report(self.done_bytes + part.size(), self.result.flows)
 
@@ -321,7 +335,11 @@ def _har_exchanges(
                 why = "nested too deep" if isinstance(e, RecursionError) else f"{type(e).__name__}: {str(e)[:200]}"
                 skipped(IngestError(path, f"log.entries[{i}]", f"malformed entry ({why})"))
                 continue
-            del entry  # a large entry is not held while its exchange is extracted and written
+            messages = entry.get("_webSocketMessages")  # (Chrome's: the handshake is the entry, read as one)
+            if isinstance(messages, list):
+                pos.websocket[0] += 1
+                pos.websocket[1] += len(messages)
+            del entry, messages  # a large entry is not held while its exchange is extracted and written
             yield ex
     except harfile.HarError as e:
         if stripe.stripe != 0:

@@ -5,6 +5,7 @@ mitmproxy's `tnetstring` module gives them. `buf` is `bytes` or anything indexab
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 BYTES, STR, INT, FLOAT, BOOL, NULL, LIST, DICT = b",;#^!~]}"
@@ -12,6 +13,13 @@ TAGS = frozenset(b",;#^!~]}")
 KEY_TAGS = (STR, BYTES)
 MAX_HEADERS = 10_000  # header fields of one request or response
 MAX_KEYS = 4096  # keys of one dict read by the fast reader (a flow's state has about 20)
+
+
+# an entry whose key is ASCII text of letters, digits and `_` (every key mitmproxy writes), and its value's head
+_ENTRY = re.compile(rb"(\d{1,20}):([A-Za-z0-9_]{1,64});(\d{1,20}):")
+
+# a header field [name, value] whose name is a token (RFC 9110), up to its value's head
+_HEADER = re.compile(rb"(\d{1,20}):(\d{1,20}):([!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}),(\d{1,20}):")
 
 
 class Bad(ValueError):
@@ -43,9 +51,27 @@ def fields(buf: Any, start: int, stop: int, until: bytes = b"") -> dict[bytes, t
     last value, as mitmproxy's reader keeps it; with `until`, the entries up to that key only. Keys must be ASCII
     text (`;`): any other key (a byte string, which mitmproxy's reader keeps apart from the text of the same bytes, a
     number, text that may not be UTF-8) is Bad, for the record to be parsed whole. (`head` inlined: this loop is
-    most of the reader's time.)"""
+    most of the reader's time. In `bytes`, entries as mitmproxy writes them are matched whole, about a third
+    faster; at the first that is not, the walk reads the dict again from its start: it alone says what is Bad.)"""
     out = {}
     pos = start
+    if not until and type(buf) is bytes:  # as mitmproxy writes: one match per entry, the walk below for the rest
+        match = _ENTRY.match
+        while pos < stop:
+            m = match(buf, pos)
+            if m is None:
+                break
+            klen, key, vlen = m.groups()
+            ve = m.end() + int(vlen)
+            if int(klen) != len(key) or ve >= stop:
+                break
+            out[key] = (m.end(), ve, buf[ve])
+            pos = ve + 1
+            if len(out) > MAX_KEYS:
+                raise TooLarge(f"a dict of more than {MAX_KEYS} keys")
+        else:
+            return out
+        out, pos = {}, start
     find = buf.find
     while pos < stop:
         colon = find(b":", pos, pos + 21)
@@ -108,9 +134,28 @@ def value(buf: Any, start: int, stop: int, tag: int) -> Any:
 
 
 def headers(buf: Any, start: int, stop: int) -> list[tuple[bytes, bytes]]:
-    """A list of [name, value] byte-string pairs (`head` inlined, as in `fields`)."""
-    out = []
+    """A list of [name, value] byte-string pairs (`head` inlined, and fields as written matched whole, as in
+    `fields`)."""
+    out: list[tuple[bytes, bytes]] = []
     pos = start
+    if type(buf) is bytes:  # a name that is a token, as written: one match per field, the walk below for the rest
+        match = _HEADER.match
+        while pos < stop:
+            m = match(buf, pos)
+            if m is None:
+                break
+            plen, nlen, name, vlen = m.groups()
+            ve = m.end() + int(vlen)
+            pe = m.start(2) + int(plen)
+            if int(nlen) != len(name) or ve + 1 != pe or pe >= stop or buf[ve] != BYTES or buf[pe] != LIST:
+                break
+            out.append((name, buf[m.end() : ve]))
+            if len(out) > MAX_HEADERS:
+                raise TooLarge(f"more than {MAX_HEADERS} header fields")
+            pos = pe + 1
+        else:
+            return out
+        out, pos = [], start
     find = buf.find
     while pos < stop:
         colon = find(b":", pos, pos + 21)

@@ -237,7 +237,7 @@ def ingest(
     from ..ingest import EMPTY, NOT_A_CAPTURE, IngestError, kind
     from ..ingest import ingest as run_ingest
     from ..ingest_plan import capture_files
-    from ..ingest_report import forget_dataset, report_lines
+    from ..ingest_report import forget_dataset, nothing_read, report_lines
     from ..nopandas import without_pandas
     from ..progress import ProgressBar
     from ..store import objstore
@@ -302,11 +302,7 @@ def ingest(
         click.echo(WHAT_INGEST_READS, err=True)
         sys.exit(2)
     if result.flows == 0 and not (result.errors or result.write_error or result.interrupted):
-        click.echo(  # never "success" on nothing: the input held records, none of them an HTTP exchange
-            "Error: no HTTP exchange in the input (flow files of TCP, UDP or DNS flows only, or HARs without "
-            "entries): nothing was ingested",
-            err=True,
-        )
+        click.echo(f"Error: {nothing_read(result)}", err=True)  # never "success" on nothing but unread records
         sys.exit(2)
     if result.errors or result.write_error or result.interrupted or unlisted:
         sys.exit(1)
