@@ -20,6 +20,7 @@ def _esc(s: Any) -> str:
 
 LABEL = 34  # characters of a bar's label; a longer one is cut in the middle, with "…" (its tooltip is whole)
 TIP = 300  # characters of a value in a tooltip or the legend: one long value cannot bloat the page
+MAX_BARS = 30  # bars of a chart with one per agent or routine (names from the wire: there may be thousands)
 
 
 def clip(text: str, limit: int) -> str:
@@ -165,6 +166,16 @@ def columns(title: str, points: list[tuple[str, float | None]], as_share: bool =
     return f"<figure><figcaption>{_esc(title)}</figcaption>{''.join(parts)}</figure>"
 
 
+def _most(rows: list[tuple[str, Any]], size: Any, what: str, measure: str) -> tuple[list[tuple[str, Any]], str]:
+    """At most MAX_BARS rows, those of the largest `size` (ties by label), in their order; and what the caption
+    says of the others."""
+    if len(rows) <= MAX_BARS:
+        return rows, ""
+    kept = set(sorted(range(len(rows)), key=lambda i: (-size(rows[i][1]), str(rows[i][0])))[:MAX_BARS])
+    said = f": the {MAX_BARS} of {len(rows):,} {what} with the most {measure}"
+    return [r for i, r in enumerate(rows) if i in kept], said
+
+
 def report_charts(report: dict[str, Any]) -> dict[str, list[str]]:
     """Charts keyed by the section title they belong under."""
     groups = report.get("groups", {})
@@ -176,10 +187,11 @@ def report_charts(report: dict[str, Any]) -> dict[str, list[str]]:
     assessed = [(a, g["coverage"]) for a, g in groups.get("agent", {}).items() if g["coverage"]["turns_assessed"]]
     if not assessed and report["coverage"]["turns_assessed"]:
         assessed = [("all agents", report["coverage"])]
+    assessed, of = _most(assessed, lambda c: c["turns_assessed"], "agents", "assessed turns")
     per_agent = [(a, cov_shares(c)) for a, c in assessed]
     totals = [f"{c['turns_assessed']} turns" for _, c in assessed]
     extra = sorted({k for _, v in per_agent for k in v} - set(keys))
-    coverage = [stacked_bars("Coverage of assessed turns, per agent", per_agent, keys + extra, True, totals)]
+    coverage = [stacked_bars(f"Coverage of assessed turns, per agent{of}", per_agent, keys + extra, True, totals)]
 
     day_groups = groups.get("day", {})
     days = [(d, g["authors"]["human_share"]) for d, g in day_groups.items()]
@@ -198,10 +210,11 @@ def report_charts(report: dict[str, Any]) -> dict[str, list[str]]:
         (r["routine"], {"completed": r["completed"], "abandoned": r["abandoned"], "open": r["open"]})
         for r in report["routines"]["by_routine"]
     ]
+    rows, of = _most(rows, lambda counts: sum(counts.values()), "routines", "instances")
     routines = (
         [
             stacked_bars(
-                "Routine instances by outcome (abandonment rate beside each routine in the table)",
+                f"Routine instances by outcome (abandonment rate beside each routine in the table){of}",
                 rows,
                 ["completed", "abandoned", "open"],
                 as_share=False,

@@ -1,6 +1,7 @@
 """The report counts every key of a grouping in one pass (`analysis.tally`, `analysis.sections`): a group must be
 exactly the report of its slice alone, and the ungrouped metrics a plain reading of their definitions."""
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -123,3 +124,26 @@ def test_many_agents_each_get_their_own_group() -> None:
     assert len(groups) == 300
     assert {g["coverage"]["by_coverage"]["answered"]["count"] for g in groups.values()} == {3}
     assert {g["authors"]["conversations"] for g in groups.values()} == {3}
+
+
+def test_charts_of_hundreds_of_agents_or_routines_draw_those_with_the_most() -> None:
+    """A bar per agent or routine (names from the wire) was a page of thousands of bars: the charts draw the
+    MAX_BARS with the most assessed turns or instances, and say how many there were."""
+    from converse_tap.analysis.charts import MAX_BARS, report_charts
+
+    seen = [
+        sighting(
+            f"m{i}", agent=f"ag_{i % 300:03}", conv=f"c{i}", **covered("answered"), **routine(f"r{i % 40}", "completed")
+        )
+        for i in range(900)
+    ]
+    seen += [sighting(f"x{i}", agent="ag_busy", conv=f"x{i}", **covered("partial")) for i in range(5)]
+    report = build_report(frames(messages(*seen)), by=("agent",))
+    charts = report_charts(report)
+    (coverage,) = charts["Answer coverage"]
+    assert f"per agent: the {MAX_BARS} of 301 agents with the most assessed turns" in coverage
+    labels = re.findall(r'text-anchor="end">([^<]*)</text>', coverage)
+    assert len(labels) == MAX_BARS and labels[0] == "ag_000" and "ag_busy" in labels  # in their order, the busiest kept
+    (routines,) = charts["Routines"]
+    assert f"the {MAX_BARS} of 40 routines with the most instances" in routines
+    assert len(re.findall(r'text-anchor="end">([^<]*)</text>', routines)) == MAX_BARS
