@@ -219,6 +219,17 @@ def _key(uri: str) -> str:
     return re.sub("^file:/+", "/", uri)
 
 
+_GLOB = re.compile(r"([\\*?\[\]{}])")
+
+
+def hadoop_literal(path: str) -> str:
+    """A path as a Hadoop path pattern that matches that path alone: `spark.read` takes a path holding `*`, `?`,
+    `[`, `]`, `{`, `}` or `\\` for a glob (a dataset under `/data/run[1]` read `/data/run1`'s files instead, one
+    under `/data/br{a,b}ce` both `/data/brace`'s and `/data/brbce`'s), each of them after a backslash stands for
+    itself."""
+    return _GLOB.sub(r"\\\1", path)
+
+
 def _local(uri: str) -> str:
     """A local file's path (a URI's other files as they are)."""
     return unquote(urlparse(uri).path) if uri.startswith("file:") else uri
@@ -255,7 +266,7 @@ def _views(
         if s3:
             base = "s3a://" + root.split("://", 1)[1].rstrip("/") + f"/{table}"
             try:
-                scan = reader.parquet(base)
+                scan = reader.parquet(hadoop_literal(base))
             except AnalysisException as e:
                 if "PATH_NOT_FOUND" not in str(e):
                     raise
@@ -268,7 +279,10 @@ def _views(
         else:
             files = listed[table].files  # the window's partitions only, foreign files left out
             skipped += listed[table].foreign
-            scan = reader.option("basePath", str(Path(root) / table)).parquet(*files) if files else None
+            # absolute (the JVM's working directory is not this process's), each a pattern of itself alone
+            given = [hadoop_literal(str(Path(f).resolve())) for f in files]
+            base = str((Path(root) / table).resolve())  # (a directory, never a pattern)
+            scan = reader.option("basePath", base).parquet(*given) if files else None
         if files and scan is not None:
             found = set(scan.columns)
             # a sighting's position: its file's place in the listing, then its row (as engine.py numbers them)

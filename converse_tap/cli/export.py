@@ -14,8 +14,8 @@ from .guards import (
     check_dataset,
 )
 
-if TYPE_CHECKING:  # the analysis imports pandas: only the commands that need it load it
-    pass
+if TYPE_CHECKING:
+    from ..store.reader import TableFiles
 from .base import cli
 from .common import _skipped, _window
 
@@ -51,12 +51,19 @@ def export_otlp(
         raise UsageError(why)
     window = _window(agents, since, until)
     check_dataset(dataset)
-    from ..store.reader import table_files
+    from ..store.changes import ReadInterrupted
 
-    for table in ("exchanges", "messages", "agent_cards"):  # what the export leaves out, as report says it
-        _skipped(table_files(dataset, table).foreign, None)
+    warned: set[str] = set()
+
+    def skipping(listed: dict[str, TableFiles]) -> None:  # what the export leaves out, as report says it
+        for found in listed.values():
+            _skipped([(path, why) for path, why in found.foreign if path not in warned], None)
+            warned.update(path for path, _why in found.foreign)
+
     try:
-        result = run_export(dataset, endpoint, window.since, window.until, tuple(agents), text)
+        result = run_export(dataset, endpoint, window.since, window.until, tuple(agents), text, on_listing=skipping)
+    except ReadInterrupted as e:  # the dataset changed, or its storage failed, while it was read
+        raise UsageError(str(e)) from e
     except (OSError, ValueError) as e:
         raise UsageError(f"cannot read the dataset {dataset}: {e}") from e
     if result.exchanges == 0:
