@@ -232,6 +232,7 @@ def ingest(
     Playwright .har.zip, whose bodies kept as files are read from the zip.
     A directory stands for every file under it (hidden ones, links to folders and the dataset itself left out);
     the bodies a HAR beside them keeps as files (Playwright's "attach") are read with it, not as captures.
+    Flows that are not HTTP (tcp, udp, dns) and WebSocket messages are not read: the summary counts them by kind.
     """
     from ..a2a.redact import Redaction
     from ..ingest import EMPTY, NOT_A_CAPTURE, IngestError, kind
