@@ -18,6 +18,8 @@ from .redact_secrets import (
     hides_a_secret,
     is_secret_json_key,
     named_secret_value,
+    pair_list,
+    secret_pair,
     secret_text_in,
 )
 from .redact_text import free_text, may_change
@@ -104,6 +106,8 @@ class Redaction:
                     return True
                 extend(v.values())
             elif t is list:
+                if v and type(v[0]) is list and pair_list(v) and any(secret_pair(x) for x in v):
+                    return True  # `[["Authorization", "Bearer …"], …]`
                 extend(v)
             elif isinstance(v, str):
                 keep(str(v))
@@ -113,6 +117,8 @@ class Redaction:
                     return True
                 extend(v.values())
             elif isinstance(v, list):
+                if v and pair_list(v) and any(secret_pair(x) for x in v):
+                    return True
                 extend(v)
         if self.patterns:
             return any(self.log_text(s) != s for s in strings)
@@ -128,7 +134,8 @@ class Redaction:
     def json_urls(self, value: Any) -> Any:
         """A copy of a JSON value with every string (keys too) redacted as free text (for a stored agent card), and
         the text under a secret-named key (`token`, `credentials`, `client_secret`: a push-notification config; the
-        `value` of a `{"name": <secret name>, "value": …}` pair) replaced whole.
+        `value` of a `{"name": <secret name>, "value": …}` pair; the value of a `[<secret name>, …]` pair in a list
+        of pairs) replaced whole.
         A loop, not a recursion: a document is nested as deep as json.loads reads (over 1,000 levels)."""
         pending: list[tuple[Any, Any]] = []
 
@@ -150,6 +157,8 @@ class Redaction:
                     if isinstance(k, str) and (k == pair or is_secret_json_key(k)) and secret_text_in(v):
                         v = hidden(v)  # `"token": "…"`, `"credentials": […]`: the text goes, whatever its shape
                     target[self.log_text(k) if isinstance(k, str) else k] = copy(v)
+            elif source and pair_list(source):  # `[["Authorization", "Bearer …"], …]`: a secret name's value goes
+                target.extend(copy([x[0], hidden(x[1])] if secret_pair(x) else x) for x in source)
             else:
                 target.extend(copy(v) for v in source)
         return root

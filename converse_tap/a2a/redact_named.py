@@ -47,13 +47,13 @@ def may_hold_key_value(text: str) -> bool:
     )
 
 
-# `name`, then `=` or `:`, or a space and an optional `is`/`was` (`password is …`, `password 'hunter'`). The name
-# may be quoted (`"token":`, `'token':`, `\"token\":`, `\\\"token\\\":`, JSON text escaped once or more). A name
-# starts where a run of name characters starts (never inside one) and is at most 64 characters long: each start is
-# tried once
+# `name`, then `=` or `:` (or `=>`: PHP's and Ruby's arrays and hashes, `'password' => '…'`), or a space and an
+# optional `is`/`was` (`password is …`, `password 'hunter'`). The name may be quoted (`"token":`, `'token':`,
+# `\"token\":`, `\\\"token\\\":`, JSON text escaped once or more). A name starts where a run of name characters
+# starts (never inside one) and is at most 64 characters long: each start is tried once
 _NAME_SEP = re.compile(
     r"(?<![A-Za-z0-9_.-])(?P<q>\\*+[\"'])?(?P<name>[A-Za-z_-][A-Za-z0-9_.-]{0,63}+)(?(q)\\*+[\"'])"
-    r"(?:[ \t]*+(?P<sep>[=:])(?![=:/])[ \t]*+|[ \t]++(?:(?P<verb>is|was)[ \t]++)?)"
+    r"(?:[ \t]*+(?P<sep>[=:])(?![=:/])(?:(?<==)>)?[ \t]*+|[ \t]++(?:(?P<verb>is|was)[ \t]++)?)"
 )
 # values, each read from where its name ends; a closing quote or brace is optional, so that a match never fails
 # after reading (and so nothing is read twice)
@@ -70,6 +70,9 @@ _PROSE = re.compile(r"([^\s;,&?#'\"<>\\(){}\[\]:=]++)")
 _COOKIE = re.compile(r"([^\s;,'\"]++(?:;[ \t]*+[^\s;,'\"]++)*+)")  # `a=b; c=d; Path=/; HttpOnly`
 _USERINFO_REST = re.compile(r"[^\s/@'\"<>]{0,256}+@")  # the rest of a URL's userinfo, up to its `@`
 _COOKIE_NAMES = frozenset({"cookie", "set-cookie", "cookie2", "set-cookie2"})
+# the opening of a list whose first item is read as the value: a quoted item, or a bare one that closes the list
+# (Go prints `map[X-Api-Key:[…]]`)
+_LIST_ITEM = re.compile(r"\[[ \t]*+(?=\\*+[\"']|[^\s;,&?#'\"<>\\(){}\[\]]++\])")
 _NOT_VALUES = frozenset({"null", "none", "true", "false", "undefined", "nil"})
 _CAMEL = re.compile(r"[a-z][A-Z]")
 
@@ -91,7 +94,13 @@ def _run(text: str, pos: int, rule: re.Pattern[str], generated: bool) -> tuple[i
 
 def _value(text: str, pos: int, m: re.Match[str], low: str, strong: bool) -> tuple[int, int] | None:
     """The span of the secret value that starts at `pos` (the quotes not in it), or None when there is none."""
-    sep, head = m.group("sep"), text[pos : pos + 2]
+    sep = m.group("sep")
+    if sep is not None and text.startswith("[", pos) and not text.startswith(REDACTED, pos):
+        item = _LIST_ITEM.match(text, pos)  # a list of values: `X-Api-Key:[…]` (Go's headers), `"token": ["…"]`
+        if item is None:
+            return None  # (`signatures=[f(x) for x in …]` is code, not a value)
+        pos = item.end()
+    head = text[pos : pos + 2]
     quote = head[:1] in "\"'\\"
     if sep is None:  # `password is …`, `password 'hunter'`, `token f3kq9zvbx7`: strong names, and `token`
         if not strong and "token" not in low:
@@ -111,7 +120,8 @@ def _value(text: str, pos: int, m: re.Match[str], low: str, strong: bool) -> tup
         value = _BRACE.match(text, pos)
     elif low in _COOKIE_NAMES:
         value = _COOKIE.match(text, pos)
-    elif sep == ":" and _prose_name(m.group("name"), m.group("q") is not None):
+    elif sep == ":" and text[pos - 1] != ":" and _prose_name(m.group("name"), m.group("q") is not None):
+        # (`Token:…` with no space after its colon is a field as Go's `%+v` prints a struct, not prose)
         return prose_value(text, pos) if strong else _run(text, pos, _PROSE, True)
     else:
         return _run(text, pos, _BARE, False)

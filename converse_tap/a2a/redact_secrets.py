@@ -135,6 +135,18 @@ def named_secret_value(d: dict[Any, Any]) -> str | None:
     return None
 
 
+def pair_list(v: list[Any]) -> bool:
+    """Whether a list is one of `[name, value]` pairs: a header list as Go, Node and Python write one
+    (`[["Authorization", "Bearer …"], ["Accept", "*/*"]]`). A list of two words (`["token", "password"]`, a
+    skill's tags) is none: its items are no pairs."""
+    return all(type(x) is list and len(x) == 2 and type(x[0]) is str for x in v)
+
+
+def secret_pair(x: list[Any]) -> bool:
+    """A `[name, value]` pair (of a `pair_list`) whose value the name marks as a credential."""
+    return is_secret_json_key(x[0]) and secret_text_in(x[1])
+
+
 # JSON keys that name no credential (`messageId`, `coverage`, `title`...), as `hides_a_secret` found them
 PLAIN_KEYS: set[str] = set()
 
@@ -226,10 +238,11 @@ _PEM = re.compile(
     r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:[A-Za-z0-9+/=\s\\:,.]++|-(?!----))*+"
     r"(?:-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----)?"
 )
-# an AWS access key id (long-term `AKIA`, temporary `ASIA`) and the 40-character secret key written after it
+# an AWS access key id (long-term `AKIA`, temporary `ASIA`) and the 40-character secret key written after it, or
+# the part of it a value clipped for an anomaly kept (`…+N` after it: `envelope.clip`)
 _AWS_PAIR = re.compile(
     r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"
-    r"(?:[\s:=,;|'\"/]{1,8}+[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+]))?"
+    r"(?:[\s:=,;|'\"/]{1,8}+(?:[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])|[A-Za-z0-9/+]{1,39}+(?=\u2026)))?"
 )
 
 

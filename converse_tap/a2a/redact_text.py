@@ -12,10 +12,13 @@
 - userinfo without a scheme before a `host:port` (`user:pw@grpc.agent.test:443`);
 - echoed credentials of an `Authorization`/`Proxy-Authorization` header (`Authorization: Basic dXNl…`; without a
   scheme, a value quoted, or of 8+ characters with a digit or a symbol, or that `redact_prose.looks_generated`),
-  and a `Bearer` token with a digit in it or that looks generated (`Bearer authentication` stays);
+  and a `Bearer` token wherever it stands, unless it is a word said about the scheme (`Bearer sunshine` goes,
+  `Bearer authentication` stays);
 - first of all, the values of secret-named `name=value` / `name: value` / `name is value` pairs (connection
-  strings, cookies, echoed secret headers, JSON and dict text, prose: `redact_named.key_values`), and last, webhook
-  URLs written without a scheme (`hooks.slack.com/services/…/<secret>`: `redact_secrets.hook_words`).
+  strings, cookies, echoed secret headers, JSON and dict text, prose: `redact_named.key_values`) and of header
+  lists written as pairs (`[('X-Api-Key', '…')]`, `{"name": "X-Api-Key", "value": "…"}`: `redact_pairs`), and
+  last, webhook URLs written without a scheme (`hooks.slack.com/services/…/<secret>`: `redact_secrets.hook_words`).
+  (Credentials written in base64 are found with the shapes: `redact_b64`.)
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from .redact_b64 import may_hold_base64
 from .redact_named import key_values, may_hold_key_value
-from .redact_prose import looks_generated
+from .redact_pairs import may_hold_pairs, pairs
+from .redact_prose import STATUS_WORDS, looks_generated
 from .redact_secrets import hook_words
 from .redact_url import _CANDIDATE, REDACTED, nested_url
 
@@ -81,6 +86,7 @@ def may_change(text: str) -> bool:
         or _auth_hint(text)
         or "PRIVATE KEY" in text
         or may_hold_key_value(text)
+        or may_hold_base64(text)
     )
 
 
@@ -162,17 +168,25 @@ _SCHEMELESS = re.compile(
     rf"{_AFTER}[A-Za-z0-9._~%!$&*+-]++:[^\s'\"<>/@]{{0,256}}+@"
     r"(?=(?:\[[0-9A-Fa-f:.]*\]|[A-Za-z0-9.-]+):[0-9]{1,5}(?![0-9A-Za-z.-]))"
 )
-# an echoed Authorization header: its scheme stays, its credentials go; without a scheme, a quoted value, or one
-# that looks like a credential (`_auth`: `Authorization: required` stays). Atomic, so that a value already
-# redacted is not taken for the credentials of a scheme
+# an echoed Authorization header (also as a list: Go's `map[Authorization:[…]]`): its scheme stays, its credentials
+# go; without a scheme, a quoted value, or one that looks like a credential (`_auth`: `Authorization: required`
+# stays). Atomic, so that a value already redacted is not taken for the credentials of a scheme
 _AUTH = re.compile(
-    r"(?i)(?<![a-z0-9-])((?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*(?P<quote>[\"'])?"
-    r"(?P<scheme>(?>(?:basic|bearer|digest|negotiate|ntlm|token|dpop|mac|hoba|apikey|aws4-hmac-sha256)[ \t]+"
-    r"(?=[^\s'\",;])))?)"
-    r"(?!\[REDACTED\])(?P<value>[^\s'\",;]+)"
+    r"(?i)(?<![a-z0-9-])((?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*(?:(?P<list>\[)(?!REDACTED\])[ \t]*)?"
+    r"(?P<quote>[\"'])?(?P<scheme>(?>(?:basic|bearer|digest|negotiate|ntlm|token|dpop|mac|hoba|apikey|"
+    r"aws4-hmac-sha256)[ \t]+(?=[^\s'\",;])))?)"
+    r"(?!\[REDACTED\])(?P<value>(?(list)[^\s'\",;\]]|[^\s'\",;])+)"
 )
 _SYMBOL = re.compile(r"[0-9+/=._~-]")
-_BEARER = re.compile(r"(?i)(?<![a-z0-9])(bearer[ \t]+)([a-z0-9._~+/-]{8,}=*)")
+_BEARER = re.compile(r"(?i)(?<![a-z0-9])(bearer[ \t]+)([a-z0-9._~+/-]{3,}=*)")
+# words that follow `Bearer` in what is said about the scheme rather than a token (`Bearer authentication`, `Bearer
+# tokens only`, `the bearer of`...; and STATUS_WORDS: `Bearer required`, `bearer must`)
+_ABOUT_BEARER_WORDS = """
+    token tokens auth authentication authorization authorizations authorized scheme schemes header headers
+    credential credentials realm prefix format formats flow flows grant grants jwt jwts access keyword word
+    bond bonds instrument instruments
+"""
+_ABOUT_BEARER = frozenset(_ABOUT_BEARER_WORDS.split())
 
 
 def _auth(m: re.Match[str]) -> str:
@@ -183,8 +197,25 @@ def _auth(m: re.Match[str]) -> str:
 
 
 def _bearer(m: re.Match[str]) -> str:
+    """A token after `Bearer`: 8+ characters with a digit or that look generated go whole (as they did); any other
+    run goes too (`Bearer sunshine`), unless it is a word said about the scheme (`_ABOUT_BEARER`, STATUS_WORDS:
+    `Bearer authentication`, `Bearer required`) or the start of a longer name (`Bearer expires_in=…`). The
+    punctuation that ends a sentence after a word stays."""
     value = m.group(2)
-    return m.group(1) + REDACTED if _DIGIT.search(value) or looks_generated(value) else m.group()
+    if len(value) >= 8 and (_DIGIT.search(value) or looks_generated(value)):
+        return m.group(1) + REDACTED
+    after = m.string[m.end() : m.end() + 1]
+    if after and (after.isalnum() or after in "_=-" or (after in "\"'" and _PARAM.fullmatch(value))):
+        return m.group()  # a longer name, or an auth-param (`WWW-Authenticate: Bearer realm="…"`)
+    word = value.rstrip(_SENTENCE_END)
+    low = word.lower()
+    if len(word) < 3 or low in STATUS_WORDS or low in _ABOUT_BEARER:
+        return m.group()
+    return m.group(1) + REDACTED + value[len(word) :]
+
+
+_SENTENCE_END = ".:!?"
+_PARAM = re.compile(r"[A-Za-z]++=")
 
 
 _DIGIT = re.compile(r"[0-9]")
@@ -203,6 +234,8 @@ def free_text(text: str, url: Callable[[str], str]) -> str:
     to the caller."""
     if may_hold_key_value(text):  # first: a value read as a URL would lose only its part before a `/`
         text = key_values(text)
+        if may_hold_pairs(text):  # header lists as pairs: `[('X-Api-Key', '…')]`, `{"name": …, "value": …}`
+            text = pairs(text)
     if "b'" in text or 'b"' in text:
         text = quoted_heads(text, url)
     if " /" in text:

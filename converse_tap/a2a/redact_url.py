@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 from . import urls
+from .redact_b64 import encoded_secrets
 from .redact_named import key_values, may_hold_key_value
 from .redact_secrets import REDACTED as REDACTED
 from .redact_secrets import hook_path, is_hook_host, wide_shapes
@@ -83,9 +84,11 @@ def _shape(m: re.Match[str]) -> str:
 
 def redact_shapes(text: str) -> str:
     """Credential shapes (JWTs, long dotted tokens, API-key prefixes, PEM private keys, AWS key pairs) anywhere in
-    `text` replaced."""
+    `text` replaced, and credentials written in base64 (`redact_b64`)."""
     text = wide_shapes(text)
-    return _CANDIDATE.sub(_shape, text) if _CANDIDATE.search(text) else text
+    if _CANDIDATE.search(text):
+        text = _CANDIDATE.sub(_shape, text)
+    return encoded_secrets(text)
 
 
 # a path segment after one that names a credential (`/token/T`, `/api-keys/K`, `/password/P`): a key carried in
