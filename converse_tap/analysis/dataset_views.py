@@ -20,6 +20,22 @@ from ..store.schema import TABLES
 from .load import AGENT_SAID, CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Window
 from .sources import _arrow, _file_groups, _journaled, _journals_then_files, _quote, _scan_sql, _window_sql
 
+# the times a report can show (Python's calendar, years 1 to 9999): a file not written by a recorder can hold others
+# (year 294247, or BC), which DuckDB reads but no reader of its times can hold; such a time is read as no time
+# (ordered last, day `(none)`), and the report says how many rows had one (`untimed_sql`)
+CALENDAR = "TIMESTAMPTZ '0001-01-01 00:00:00+00' AND TIMESTAMPTZ '9999-12-31 23:59:59.999999+00'"
+TIME_COLUMNS = {"sightings": "ts", "exchanges": "ts_start", "agent_cards": "ts"}
+
+
+def untimed(ts: str) -> str:
+    """The aggregate counting the rows whose time `ts` is outside the calendar, over a view's rows as read
+    (`_<view>_read`: the view `dataset_views` defines reads that time as none)."""
+    return f"count(*) FILTER (WHERE {ts} IS NOT NULL AND NOT ({ts} BETWEEN {CALENDAR}))"
+
+
+def untimed_sql(view: str) -> str:
+    return f"SELECT {untimed(TIME_COLUMNS[view])} FROM _{view}_read"
+
 
 def connect(memory_limit: str | None, threads: int | None) -> tuple[duckdb.DuckDBPyConnection, str]:
     """A connection in UTC that spills to a directory of its own (returned beside it, for `release`)."""
@@ -96,7 +112,9 @@ def dataset_views(
         if table == "messages":
             where += f" AND {AGENT_SAID}"
         source = " UNION ALL BY NAME ".join(f"({p})" for p in parts)
-        con.execute(f"CREATE VIEW {name} AS SELECT * FROM ({source}) WHERE {where}")
+        con.execute(f"CREATE VIEW _{name}_read AS SELECT * FROM ({source}) WHERE {where}")
+        in_calendar = f"CASE WHEN {ts} BETWEEN {CALENDAR} THEN {ts} END AS {ts}"
+        con.execute(f"CREATE VIEW {name} AS SELECT * REPLACE ({in_calendar}) FROM _{name}_read")
         if table == "messages" and files:
             for group, lo, end, rows in _file_groups(files, chunk_rows, root):
                 scan = _scan_sql(con, group, columns, lo, root)

@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..store.reader import Journals, TableFiles
-from .dataset_views import connect, dataset_views, release
+from .dataset_views import CALENDAR, connect, dataset_views, release, untimed, untimed_sql
 from .facts_sql import (
     ANOMALIES,
     CITED,
@@ -75,6 +75,8 @@ class Engine:
         # parts of the sightings (source, first position, end position) the replies are built from in turn
         self._chunks: list[tuple[str, int, int | None]] = []
         self._partitions = 1  # hash partitions the message keys are grouped in, one after the other
+        self._read_views = False  # views of the rows as read (times outside the calendar too): over a dataset
+        self._untimed: dict[str, int] = {}  # rows per view with a time outside the calendar, once counted
         # closed on close(), or when the engine is collected or the interpreter exits (a notebook may never close)
         self._finalizer = weakref.finalize(self, release, con, spill)
 
@@ -101,6 +103,7 @@ class Engine:
         engine.skipped, engine.journals, engine.listed = views.skipped, views.journals, views.listed
         engine._chunks = views.chunks if len(views.chunks) > 1 else []
         engine._partitions = max(1, -(-views.message_rows // max(1, partition_rows)))
+        engine._read_views = True
         return engine
 
     @classmethod
@@ -140,9 +143,28 @@ class Engine:
     def reading_notes(self) -> list[str]:
         """What a reader of the report must know about what was read: foreign files skipped, journaled rows."""
         notes = [f"skipped {path}: {why}, not a file of this dataset" for path, why in self.skipped]
+        notes += self._untimed_notes()
         gaps = self.listed.get("capture_gaps")
         lost = capture_gap_notes(self.root, gaps.files if gaps else [], self.journals.tables.get("capture_gaps", []))
         return notes + journal_notes(self.journals, self.root) + lost
+
+    def _untimed_notes(self) -> list[str]:
+        """Rows whose time no reader can hold (dataset_views.CALENDAR): counted without one."""
+        if not self._read_views:
+            return []
+        notes = []
+        for view, what in (
+            ("sightings", "agent message sightings"),
+            ("exchanges", "exchanges"),
+            ("agent_cards", "cards"),
+        ):
+            n = self._untimed[view] if view in self._untimed else self.scalar(untimed_sql(view))
+            if n:
+                notes.append(
+                    f"{what} with a time outside the years 1 to 9999 (no recorder's clock: files written by another "
+                    f"tool?): {n}, read as having none (ordered last, counted under the day {NONE})"
+                )
+        return notes
 
     def close(self) -> None:
         """Close the connection and remove the spill directory."""
@@ -234,12 +256,12 @@ class Engine:
         """Per grouping (all, agent, day, routine): routine instances counted per key and routine (routine None:
         all of the key's), the middle values of turns and durations of closed ones, and abandoned slots."""
         self.build("replies")
-        now = self.last_reply_seen()
+        # in microseconds, from DuckDB: a time near the ends of the calendar has no nanoseconds in pandas
+        now_us = self.scalar("SELECT epoch_us(max(first_seen)) FROM replies")
         self.con.execute(
             "CREATE OR REPLACE TEMP TABLE instance_facts AS SELECT agent, routine, started, last_seen, last_status,"
             f" turns, abandoned_at FROM ({INSTANCES})"
         )
-        now_us = None if now is None else now.value // 1000
         stale_ns = None if stale_after is None else stale_after.value
         out = {}
         for g in groupings:
@@ -298,8 +320,17 @@ class Engine:
         return {"calls": row[0], "asked": row[1], "messages": msg[0], "carried": msg[1]}
 
     def dataset_counts(self) -> dict[str, Any]:
-        ex = self.scalar("SELECT count(DISTINCT exchange_id) FROM exchanges")
-        ((sightings, first, last),) = self.con.sql("SELECT count(*), min(ts), max(ts) FROM sightings").fetchall()
+        if self._read_views:  # over the rows as read: in the same scans, the times outside the calendar
+            ((ex, self._untimed["exchanges"]),) = self.con.sql(
+                f"SELECT count(DISTINCT exchange_id), {untimed('ts_start')} FROM _exchanges_read"
+            ).fetchall()
+            ((sightings, first, last, self._untimed["sightings"]),) = self.con.sql(
+                f"SELECT count(*), min(ts) FILTER (WHERE ts BETWEEN {CALENDAR}),"
+                f" max(ts) FILTER (WHERE ts BETWEEN {CALENDAR}), {untimed('ts')} FROM _sightings_read"
+            ).fetchall()
+        else:
+            ex = self.scalar("SELECT count(DISTINCT exchange_id) FROM exchanges")
+            ((sightings, first, last),) = self.con.sql("SELECT count(*), min(ts), max(ts) FROM sightings").fetchall()
         agents = [
             r[0]
             for r in self.con.sql(

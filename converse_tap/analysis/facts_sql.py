@@ -16,10 +16,12 @@ CONVERSATION_KEY = "coalesce(context_id, task_id, 'exchange:' || exchange_id)"
 
 # Sightings are ordered by time, then by their position in the dataset (`pos`: file, then row; rows of one
 # exchange are written in order), so "first" and "last" sighting are exact even within one microsecond. The two
-# pack into one 128-bit sort key, which keeps the aggregates below scalar (no sort of whole rows).
+# pack into one 128-bit sort key, which keeps the aggregates below scalar (no sort of whole rows): the time times
+# 2**64 plus the position, not the time shifted left, which DuckDB refuses for a time before 1970 (negative).
 _NO_TIME = 9223372036854775807  # a sighting without a time sorts last
 _LOW64 = "18446744073709551615::HUGEINT"
-SORT_KEY = f"((coalesce(epoch_us({{ts}}), {_NO_TIME})::HUGEINT << 64) + {{pos}})"
+_HIGH = "18446744073709551616::HUGEINT"  # 2**64: any BIGINT time by it, plus a position, fits a HUGEINT
+SORT_KEY = f"((coalesce(epoch_us({{ts}}), {_NO_TIME})::HUGEINT * {_HIGH}) + {{pos}})"
 # replies in first-sighting order; first_pos (the position of the first sighting) is unique per reply
 ORDER = "first_seen ASC NULLS LAST, first_pos ASC"
 
@@ -203,9 +205,12 @@ FROM (SELECT {AGENT} AS agent, {DATE} AS day, {ROUTINE} AS routine, author,
 """
 
 
+# Routine instances: the ordered window runs over narrow rows (keys, times, statuses), not over the slots lists a
+# reply may hold (thousands, from the wire): the window's sort carried each reply's list, and spilled with them. The
+# list an abandoned instance needs, the one of the status before its last, is joined back by that reply's position.
 INSTANCES = f"""
 WITH statuses AS (
-    SELECT agent, conversation, first_seen, first_pos, routine_tool_name, routine_status, pending_input,
+    SELECT agent, conversation, first_seen, first_pos, routine_tool_name, routine_status,
            {value_key_sql("coalesce(routine_name, routine_tool_name)")} AS routine FROM replies
     WHERE routine_status IS NOT NULL AND coalesce(routine_name, routine_tool_name) IS NOT NULL
 ), paired AS (
@@ -216,23 +221,29 @@ WITH statuses AS (
         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS instance,
         CASE WHEN lag(routine_status) OVER (PARTITION BY agent, conversation, routine ORDER BY {ORDER})
                   IN ({_TERMINAL}) THEN NULL
-             ELSE lag(pending_input) OVER (PARTITION BY agent, conversation, routine ORDER BY {ORDER}) END
-        AS prev_pending, {FIRST_SK} AS sk
+             ELSE lag(first_pos) OVER (PARTITION BY agent, conversation, routine ORDER BY {ORDER}) END
+        AS prev_pos, {FIRST_SK} AS sk
     FROM statuses
+), instances AS (
+    SELECT agent, conversation, routine, instance,
+           arg_min(routine_tool_name, sk) AS tool_name,
+           count(*) AS turns,
+           min(first_seen) AS started,
+           max(first_seen) AS last_seen,
+           arg_max(routine_status, sk) AS last_status,
+           arg_max_null(prev_pos, sk) AS prev_pos
+    FROM paired
+    GROUP BY agent, conversation, routine, instance
 )
-SELECT agent, conversation, routine, instance,
-       arg_min(routine_tool_name, sk) AS tool_name,
-       count(*) AS turns,
-       min(first_seen) AS started,
-       max(first_seen) AS last_seen,
-       arg_max(routine_status, sk) AS last_status,
+SELECT i.agent, i.conversation, i.routine, i.instance, i.tool_name, i.turns, i.started, i.last_seen, i.last_status,
        -- of an abandoned instance: the required slots still pending at the status before the abandonment
-       CASE WHEN arg_max(routine_status, sk) = 'abandoned' THEN coalesce(list_transform(
-           list_filter(arg_max_null(prev_pending, sk), lambda slot: slot.required),
+       CASE WHEN i.last_status = 'abandoned' THEN coalesce(list_transform(
+           list_filter(p.pending_input, lambda slot: slot.required),
            lambda slot: {value_key_sql("slot.key")}), []) END AS abandoned_at
-FROM paired
-GROUP BY agent, conversation, routine, instance
-ORDER BY agent, conversation, routine, instance
+FROM instances i
+LEFT JOIN (SELECT first_pos, pending_input FROM replies WHERE pending_input IS NOT NULL) p
+    ON p.first_pos = CASE WHEN i.last_status = 'abandoned' THEN i.prev_pos END
+ORDER BY i.agent, i.conversation, i.routine, i.instance
 """
 
 CITED = f"""
@@ -296,8 +307,10 @@ def routine_counts_sql(key: str, now_us: int | None, stale_ns: int | None) -> st
     """Instances by outcome, and open ones idle more than `stale_ns` before `now_us` (epoch microseconds)."""
     stale = "FALSE"
     if now_us is not None and stale_ns is not None:
-        idle_ns = f"({int(now_us)} - epoch_us(last_seen)) * 1000"
-        stale = f"(last_status NOT IN ({_TERMINAL}) AND {idle_ns} > {int(stale_ns)})"
+        # idle µs × 1000 > stale_ns, compared in µs: whole µs exceed stale_ns / 1000 when they exceed its floor, and
+        # the nanoseconds of thousands of years (a hostile time) would overflow a BIGINT
+        idle_us = f"({int(now_us)} - epoch_us(last_seen))"
+        stale = f"(last_status NOT IN ({_TERMINAL}) AND {idle_us} > {int(stale_ns) // 1000})"
     return f"""{_levels(key, stale)}
 SELECT key, routine, count(*) AS instances, count(*) FILTER (WHERE outcome = 'completed') AS completed,
        count(*) FILTER (WHERE outcome = 'abandoned') AS abandoned, count(*) FILTER (WHERE outcome = 'open') AS open,

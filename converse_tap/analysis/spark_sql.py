@@ -3,10 +3,11 @@ constructs Spark has no spelling for are rewritten here by rule, on the parsed s
 written once (docs/operations.md, "Apache Spark").
 
 The rules, each exact for what engine.py writes:
-- the 128-bit sort key `(coalesce(epoch_us(ts), NO_TIME)::HUGEINT << 64) + pos` becomes the struct
+- the 128-bit sort key `(coalesce(epoch_us(ts), NO_TIME)::HUGEINT * 2**64) + pos` becomes the struct
   `named_struct('t', coalesce(unix_micros(ts), NO_TIME), 'p', pos)`: Spark orders structs field by field, which is
-  the order of the packed key (both parts are BIGINT, `pos` is never negative); taking the low 64 bits back,
-  `(key & LOW64)::BIGINT`, becomes the struct's field `p`;
+  the order of the packed key (both parts are BIGINT, `pos` is never negative; a time before 1970 is, which is
+  why the key multiplies rather than shifts); taking the low 64 bits back, `(key & LOW64)::BIGINT`, becomes the
+  struct's field `p`;
 - DuckDB's `arg_max`/`arg_min` skip rows whose value is NULL, Spark's `max_by`/`min_by` do not: the ordering is
   nulled where the value is (Spark skips NULL orderings); `arg_max_null` is Spark's `max_by` as it is;
 - `len(list)` is Spark's `size` (Spark's `length` is for strings), for the dataset's list columns.
@@ -37,9 +38,10 @@ def _is_int128(node: exp.Expression) -> bool:
 def _rewrite(node: exp.Expression) -> exp.Expression:
     if isinstance(node, exp.Anonymous) and node.name.lower() == "epoch_us":
         return exp.Anonymous(this="unix_micros", expressions=node.expressions)
-    if isinstance(node, exp.Add):  # (x::HUGEINT << 64) + pos -> named_struct('t', x, 'p', pos)
+    if isinstance(node, exp.Add):  # (x::HUGEINT * 2**64) + pos -> named_struct('t', x, 'p', pos)
         left = node.this.unnest() if isinstance(node.this, exp.Paren) else node.this
-        if isinstance(left, exp.BitwiseLeftShift) and _is_int128(left.this) and left.expression.name == "64":
+        factor = left.expression if isinstance(left, exp.Mul) else None
+        if factor is not None and _is_int128(left.this) and _is_int128(factor) and factor.this.name == str(2**64):
             return exp.Anonymous(
                 this="named_struct",
                 expressions=[exp.Literal.string("t"), left.this.this, exp.Literal.string("p"), node.expression],
