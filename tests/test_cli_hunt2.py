@@ -3,6 +3,7 @@ Errors are on stderr with exit 2 and no traceback; nothing measured is never suc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -90,10 +91,9 @@ def test_output_to_a_device_or_fifo_leaves_its_permissions_alone(sample: Path, t
     try:
         r = invoke("report", str(sample), "-o", str(fifo))
     finally:
-        try:  # unblock the reader should the command have failed before opening the FIFO
-            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # (no reader left: ENXIO, never a wait)
-        except OSError:
-            pass
+        # unblock the reader should the command have failed before opening the FIFO (no reader left: ENXIO)
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
         reader.join(timeout=60)
     assert r.exit_code == 0, r.output
     assert got and got[0].startswith("== Dataset ==")
