@@ -17,6 +17,7 @@ import pandas as pd
 from ..store import objstore
 from ..store.reader import Journals, TableFiles
 from ..store.schema import TABLES
+from .agent_filter import ATTRIBUTABLE, agent_views, attributed, narrowed, scan_window, view_name
 from .load import AGENT_SAID, CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Window
 from .sources import _arrow, _file_groups, _journaled, _journals_then_files, _quote, _scan_sql, _window_sql
 
@@ -107,8 +108,8 @@ def dataset_views(
             parts.append(f"SELECT *, NULL::BIGINT AS pos FROM _{table}_empty")
         else:
             present.append(table)
-        where = _window_sql(window, ts)
-        name = "sightings" if table == "messages" else table
+        where = _window_sql(scan_window(table, window), ts)
+        name = view_name(table, window)
         if table == "messages":
             where += f" AND {AGENT_SAID}"
         source = " UNION ALL BY NAME ".join(f"({p})" for p in parts)
@@ -122,6 +123,13 @@ def dataset_views(
                 out.message_rows += rows
             if pending:
                 out.chunks.append((f"(SELECT * FROM _messages_journaled WHERE {where})", len(files) << 40, None))
+    said = [*MESSAGE_COLUMNS, "object_kind"]
+    pushed = agent_views(con, window, {"messages": said, "exchanges": EXCHANGE_COLUMNS})
+    if window.agents:  # the rows as read (times outside the calendar too), narrowed to the agents as their views are
+        for table, cols in (("messages", said), ("exchanges", EXCHANGE_COLUMNS)):
+            read = attributed(f"_{view_name(table, window)}_read", cols, window.agents, pushed)
+            con.execute(f"CREATE VIEW _{ATTRIBUTABLE[table]}_read AS {read}")
+    out.chunks = [(narrowed(s, "messages", window, said, pushed), lo, hi) for s, lo, hi in out.chunks]  # as `sightings`
     out.present = [t for t in TABLES if t in present]
     out.skipped += journals.foreign
     return out

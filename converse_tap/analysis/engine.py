@@ -42,6 +42,7 @@ from .facts_sql import (
     conversation_summary_sql,
     conversations_sql,
     keys_sql,
+    push_owners_sql,
     replies_sql,
     routine_counts_sql,
     routine_middles_sql,
@@ -133,6 +134,7 @@ class Engine:
         con.register("exchanges", _arrow(ex, "exchanges", EXCHANGE_COLUMNS))
         cards = frames.agent_cards if frames is not None else pd.DataFrame()
         con.register("agent_cards", _arrow(cards, "agent_cards", CARD_COLUMNS))
+        con.execute(f"CREATE VIEW push_owners AS {push_owners_sql()}")  # (ATTRIBUTED's; agent_filter.py)
         engine = cls(con, frames.root if frames else "", list(frames.present) if frames else [], spill)
         if replies is not None:
             con.register("_replies_in", _replies_arrow(replies))

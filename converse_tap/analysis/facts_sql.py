@@ -53,24 +53,33 @@ _PUSHED = f"agent = '{PUSH_AGENT}'"
 # Neither counts among the calls that could have asked for the extension, nor makes an agent of the dataset.
 NOT_CALLS = ("card", PUSH_BINDING)
 CLIENT_CALL = f"binding IS NULL OR binding NOT IN ({', '.join(repr(b) for b in NOT_CALLS)})"
+
+
+def push_owners_sql(sightings: str = "sightings", exchanges: str = "exchanges") -> str:
+    """The agent of each pushed task (`task_id`, `owner`): the one agent whose sightings or calls hold it. Every
+    engine defines the relation `push_owners` ATTRIBUTED reads: this over its own `sightings` and `exchanges`, or,
+    under an agent filter, over every agent's rows in the window (agent_filter.py: a task two agents hold, one of
+    them outside the filter, is no one's)."""
+    return f"""
+SELECT task_id, min(agent) AS owner FROM (
+    SELECT task_id, agent FROM {sightings}
+    WHERE agent IS DISTINCT FROM '{PUSH_AGENT}' AND agent IS NOT NULL
+          AND task_id IN (SELECT task_id FROM {sightings} WHERE {_PUSHED})
+    UNION ALL
+    SELECT task_id, agent FROM {exchanges}
+    WHERE ({CLIENT_CALL}) AND agent IS DISTINCT FROM '{PUSH_AGENT}' AND agent IS NOT NULL
+          AND task_id IN (SELECT task_id FROM {sightings} WHERE {_PUSHED})
+) GROUP BY task_id HAVING count(DISTINCT agent) = 1
+"""
+
+
 ATTRIBUTED = f"""(
     SELECT agent, message_id, exchange_id, seq, has_envelope, ts, pos, FALSE AS pushed FROM sightings
     WHERE agent IS DISTINCT FROM '{PUSH_AGENT}'
     UNION ALL
     SELECT coalesce(o.owner, s.agent) AS agent, s.message_id, s.exchange_id, s.seq, s.has_envelope, s.ts, s.pos,
            TRUE AS pushed
-    FROM (SELECT * FROM sightings WHERE {_PUSHED}) s
-    LEFT JOIN (
-        SELECT task_id, min(agent) AS owner FROM (
-            SELECT task_id, agent FROM sightings
-            WHERE agent IS DISTINCT FROM '{PUSH_AGENT}' AND agent IS NOT NULL
-                  AND task_id IN (SELECT task_id FROM sightings WHERE {_PUSHED})
-            UNION ALL
-            SELECT task_id, agent FROM exchanges
-            WHERE ({CLIENT_CALL}) AND agent IS DISTINCT FROM '{PUSH_AGENT}' AND agent IS NOT NULL
-                  AND task_id IN (SELECT task_id FROM sightings WHERE {_PUSHED})
-        ) GROUP BY task_id HAVING count(DISTINCT agent) = 1
-    ) o ON s.task_id = o.task_id
+    FROM (SELECT * FROM sightings WHERE {_PUSHED}) s LEFT JOIN push_owners o ON s.task_id = o.task_id
 )"""
 
 

@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from ..store.reader import Journals, TableFiles, table_files
 from ..store.schema import TABLES
+from .agent_filter import agent_views, scan_window, view_name
 from .engine import Engine
 from .load import AGENT_SAID, CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Window
 from .sources import _arrow, _journaled, _journals_then_files, _window_sql
@@ -309,11 +310,12 @@ def _views(
         for other in frames[1:]:
             union = union.unionByName(other)
         con.register(f"_{table}_scan", union)
-        where = _window_sql(window, ts)
+        where = _window_sql(scan_window(table, window), ts)
         if table == "messages":
             where += f" AND {AGENT_SAID}"
-        name = "sightings" if table == "messages" else table
+        name = view_name(table, window)
         con.execute(f"CREATE VIEW {name} AS SELECT * FROM _{table}_scan WHERE {where}")
+    agent_views(con, window, {"messages": [*MESSAGE_COLUMNS, "object_kind"], "exchanges": EXCHANGE_COLUMNS})
     return [t for t in TABLES if t in present], skipped, journals, listed
 
 

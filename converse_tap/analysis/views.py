@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..store.schema import TABLES
+from .agent_filter import ATTRIBUTABLE, stored_agents
 from .engine import Engine
 from .facts_sql import _TERMINAL, INSTANCES, conversations_sql
 from .load import Window
@@ -41,8 +42,11 @@ def create_named_views(engine: Engine, window: Window | None = None, facts: tupl
             parts.append(f"SELECT * FROM _{table}_all_empty")
         source = "(" + " UNION ALL BY NAME ".join(f"({p})" for p in parts) + ")"
         # (a gap note belongs to no agent: the time window alone narrows it)
-        narrow = window if "agent" in schema.names else Window(since=window.since, until=window.until)
-        where = _window_sql(narrow, _STORED_TS[table])
+        # (a push delivery's rows are in by the agent they are attributed to: agent_filter.stored_agents)
+        pushed = bool(window.agents) and table in ATTRIBUTABLE
+        times = Window(since=window.since, until=window.until)
+        narrow = window if "agent" in schema.names and not pushed else times
+        where = _window_sql(narrow, _STORED_TS[table]) + (f" AND {stored_agents(window)}" if pushed else "")
         con.execute(f"CREATE OR REPLACE VIEW stored.{table} AS SELECT * FROM {source} WHERE {where}")
     if set(facts) & {"replies", "turns", "conversations", "routine_instances"}:
         engine.build("replies")
