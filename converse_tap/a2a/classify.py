@@ -212,13 +212,14 @@ def classify(
         body = None
 
     doc: Any = _UNPARSED
-    if verb == "POST" and body and (b"jsonrpc" in body or _may_hide_jsonrpc(body, len(body))):
+    # (`bytes.find`, not `in`: `in` tries the argument as an integer first, raising and clearing a TypeError)
+    if verb == "POST" and body and (body.find(b"jsonrpc") >= 0 or _may_hide_jsonrpc(body, len(body))):
         doc, why = _parse(body)
         if why is None:
             req = _classify_jsonrpc(origin + path, headers, doc)
             if req is not None:
                 if (
-                    b'"jsonrpc"' not in body or b'"method"' not in body
+                    body.find(b'"jsonrpc"') < 0 or body.find(b'"method"') < 0
                 ):  # keys seen only once parsed: escaped, UTF-16/32
                     req.anomalies.append("request_json_disguised")
                 return req
@@ -227,7 +228,7 @@ def classify(
             # the agent answers; recognised from its start like a body too large to keep, and said so
             prefix, body, unparsed = body[:PREFIX], None, why
 
-    if verb == "POST" and body is None and prefix and b"jsonrpc" in prefix[:4096]:
+    if verb == "POST" and body is None and prefix and prefix.find(b"jsonrpc", 0, 4096) >= 0:
         found = _METHOD_IN_PREFIX.search(prefix)
         if found is not None:
             name = found.group(1).decode("utf-8", "replace")

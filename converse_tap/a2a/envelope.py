@@ -53,7 +53,10 @@ def clip(value: Any, limit: int = DETAIL) -> str:
 
 
 def empty_envelope() -> dict[str, Any]:
-    return dict.fromkeys(ENVELOPE_FIELDS)
+    return _EMPTY.copy()
+
+
+_EMPTY: dict[str, Any] = dict.fromkeys(ENVELOPE_FIELDS)  # (copied: cheaper than made afresh)
 
 
 def find_envelope(
@@ -97,6 +100,9 @@ def _str(env: dict[str, Any], key: str, where: str, anomalies: list[str]) -> str
 
 
 def _enum(env: dict[str, Any], key: str, where: str, allowed: frozenset[str], anomalies: list[str]) -> str | None:
+    value = env.get(key)
+    if value is None or (value.__class__ is str and value in allowed):
+        return value  # (the common cases, said nothing of)
     value = _str(env, key, where, anomalies)
     if value is not None and value not in allowed and isinstance(env.get(key), str):
         anomalies.append(f"unknown_enum:{where}{key}={clip(value)}")
@@ -149,7 +155,9 @@ def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
 
     out["author"] = _enum(raw, "author", "", AUTHORS, anomalies)
 
-    cov = _obj(raw, "answerCoverage", anomalies)
+    cov = raw.get("answerCoverage")
+    if cov is not None and cov.__class__ is not dict:  # (as _obj, which says what it was)
+        cov = _obj(raw, "answerCoverage", anomalies)
     if cov is not None:
         w = "answerCoverage."
         out["coverage_availability"] = _enum(cov, "availability", w, AVAILABILITY, anomalies)
@@ -160,12 +168,16 @@ def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
         if out["coverage_availability"] is None:
             anomalies.append("missing:answerCoverage.availability")
 
-    own = _obj(raw, "ownership", anomalies)
+    own = raw.get("ownership")
+    if own is not None and own.__class__ is not dict:  # (as _obj, which says what it was)
+        own = _obj(raw, "ownership", anomalies)
     if own is not None:
         out["ownership_state"] = _enum(own, "state", "ownership.", OWNERSHIP_STATES, anomalies)
         out["ownership_suppressed"] = _bool(own.get("suppressed"), "ownership.suppressed", anomalies)
 
-    routine = _obj(raw, "routine", anomalies)
+    routine = raw.get("routine")
+    if routine is not None and routine.__class__ is not dict:  # (as _obj, which says what it was)
+        routine = _obj(raw, "routine", anomalies)
     if routine is not None:
         w = "routine."
         out["routine_tool_name"] = _str(routine, "toolName", w, anomalies)
@@ -182,7 +194,9 @@ def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
         if out["routine_name"] is None and out["routine_tool_name"] is None:
             anomalies.append("missing:routine.name")
 
-    inv = _obj(raw, "invocation", anomalies)
+    inv = raw.get("invocation")
+    if inv is not None and inv.__class__ is not dict:  # (as _obj, which says what it was)
+        inv = _obj(raw, "invocation", anomalies)
     if inv is not None:
         out["invocation_tool_name"] = _str(inv, "toolName", "invocation.", anomalies)
         out["invocation_outcome"] = _enum(inv, "outcome", "invocation.", INVOCATION_OUTCOMES, anomalies)
@@ -198,14 +212,18 @@ def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
                 source = c.get("sourceUrl")
                 if isinstance(source, str):
                     anomalies += urls.anomalies(source, "citations[].sourceUrl")
-                rows.append(
-                    {
-                        "document_id": _text(c.get("documentId"), "citations[].documentId", anomalies),
-                        "chunk_id": _text(c.get("chunkId"), "citations[].chunkId", anomalies),
-                        "title": _text(c.get("title"), "citations[].title", anomalies),
-                        "source_url": _text(c.get("sourceUrl"), "citations[].sourceUrl", anomalies),
-                    }
-                )
+                document_id, chunk_id, title = c.get("documentId"), c.get("chunkId"), c.get("title")
+                if not (
+                    (document_id is None or document_id.__class__ is str)
+                    and (chunk_id is None or chunk_id.__class__ is str)
+                    and (title is None or title.__class__ is str)
+                    and (source is None or source.__class__ is str)
+                ):  # (else each is what `_text` gives: itself)
+                    document_id = _text(document_id, "citations[].documentId", anomalies)
+                    chunk_id = _text(chunk_id, "citations[].chunkId", anomalies)
+                    title = _text(title, "citations[].title", anomalies)
+                    source = _text(source, "citations[].sourceUrl", anomalies)
+                rows.append({"document_id": document_id, "chunk_id": chunk_id, "title": title, "source_url": source})
             out["citations"] = rows
             out["citation_count"] = len(rows)
         else:

@@ -55,16 +55,20 @@ def too_many_values(data: bytes | bytearray | str) -> bool:
 
 
 def loads(data: bytes | str) -> Any:
-    if isinstance(data, bytes | bytearray | str) and too_many_values(data):
-        raise TooManyValues(f"over {MAX_VALUES} values")
-    if type(data) is bytes or type(data) is str:
+    kind = type(data)
+    if kind is bytes or kind is str:
+        if len(data) > _CHECKED_FROM and too_many_values(data):
+            raise TooManyValues(f"over {MAX_VALUES} values")
         try:
             value = orjson.loads(data)
         except orjson.JSONDecodeError:
             pass  # json.loads gives today's value or error
         else:
-            if not _long_digits(data):
+            raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data  # (_long_digits, inline)
+            if raw.translate(_TO_ZERO).find(_RUN) < 0:
                 return value
+    elif isinstance(data, (bytes, bytearray, str)) and too_many_values(data):
+        raise TooManyValues(f"over {MAX_VALUES} values")
     try:
         return json.loads(data)
     except ValueError as e:

@@ -43,22 +43,33 @@ def finish_extraction(
     row["context_id"] = row["context_id"] or walk.context_id  # the request message's, else the response's
     row["task_id"] = walk.task_id or row["task_id"]
     row["task_state"] = walk.task_state
-    responses = [m for m in out.messages if m["direction"] == "response"]
-    row["messages"] = len(out.messages)
-    row["replies"] = sum(1 for m in responses if m["has_envelope"] and m["role"] == "agent")
-    if req.method in MESSAGE_METHODS and row["error_code"] is None:
-        fresh = [m for m in responses if ".history[" not in m["location"] and m["role"] != "user"]
-        if row["converse_requested"] and fresh and not any(m["has_envelope"] for m in fresh):
+    messages = out.messages
+    row["messages"] = len(messages)
+    context_id, task_id = row["context_id"], row["task_id"]
+    check = req.method in MESSAGE_METHODS and row["error_code"] is None
+    replies = fresh = fresh_enveloped = 0  # (fresh: the answer's own messages, neither history nor the user's)
+    for m in messages:  # one pass: counted, and sightings inherit what the exchange learnt about their task
+        if len(m["anomalies"]) > MAX_ANOMALIES:  # (a metadata object of a million odd keys is one row's)
+            m["anomalies"] = sample_anomalies(m["anomalies"])
+        if not m["context_id"]:
+            m["context_id"] = context_id
+        if m["direction"] == "response":
+            if not m["task_id"]:
+                m["task_id"] = task_id
+            if m["has_envelope"] and m["role"] == "agent":
+                replies += 1
+            if check and ".history[" not in m["location"] and m["role"] != "user":
+                fresh += 1
+                if m["has_envelope"]:
+                    fresh_enveloped += 1
+    row["replies"] = replies
+    if check:
+        if row["converse_requested"] and fresh and not fresh_enveloped:
             row["anomalies"].append("converse_requested_no_envelope")
-        if not row["converse_requested"] and any(m["has_envelope"] for m in fresh):
+        if not row["converse_requested"] and fresh_enveloped:
             row["anomalies"].append("envelope_not_requested")
     if row["converse_echoed"] and not row["converse_requested"]:
         row["anomalies"].append("converse_echoed_not_requested")
-    for m in out.messages:  # sightings inherit what the exchange learnt about their task
-        if len(m["anomalies"]) > MAX_ANOMALIES:  # (a metadata object of a million odd keys is one row's)
-            m["anomalies"] = sample_anomalies(m["anomalies"])
-        m["context_id"] = m["context_id"] or row["context_id"]
-        m["task_id"] = m["task_id"] or (row["task_id"] if m["direction"] == "response" else m["task_id"])
     redact_wire_text(out, redaction)
     if out.error_as_text and len(row["error_message"]) > ERROR_TEXT:
         row["error_message"] = row["error_message"][:ERROR_TEXT]  # cut once redacted, not before

@@ -61,6 +61,8 @@ def normalise_state(value: Any, anomalies: list[str] | None = None) -> str | Non
         return None
     if isinstance(value, str):
         known = TASK_STATES.get(value)
+        if known:
+            return known
         if known is None and anomalies is not None:
             anomalies.append(f"unknown_enum:task.state={clip(value)}")
         return known or value
@@ -114,7 +116,11 @@ def id_text(value: Any, where: str, anomalies: list[str]) -> str | None:
 
 def _ids(obj: dict[str, Any], id_key: str, location: str, w: Walk) -> tuple[str | None, str | None]:
     """(task id, context id) of a task (`id`) or an event (`taskId`), each noted when not a string."""
-    tid, cid = get(obj, id_key), get(obj, "contextId")
+    tid, cid = obj.get(id_key), obj.get("contextId")
+    if tid is None:
+        tid = get(obj, id_key)  # (its proto name)
+    if cid is None:
+        cid = obj.get("context_id")
     if (tid is None or tid.__class__ is str) and (cid is None or cid.__class__ is str):  # (the rule)
         return tid or None, cid or None
     return id_text(tid, f"{location}.{id_key}", w.anomalies), id_text(cid, f"{location}.contextId", w.anomalies)
@@ -189,7 +195,9 @@ def _walk_kind(kind: str, obj: dict[str, Any], location: str, w: Walk) -> None:
         state = None
         if status is not None:
             state = normalise_state(status.get("state"), w.anomalies)
-            msg = _dict_or_none(status, "message", f"{location}.status", w)
+            msg = status.get("message")
+            if msg is not None and msg.__class__ is not dict:  # (the place named only when it is said)
+                msg = _dict_or_none(status, "message", f"{location}.status", w)
             if msg is not None:
                 _sight(w, Sighting(f"{location}.status.message", "message", kind, msg, task_id, context_id, state))
         _summarise(w, task_id, context_id, state)
@@ -221,7 +229,11 @@ def _walk_task(task: dict[str, Any], location: str, w: Walk, summarise: bool) ->
             elif item is not None and odd is None:  # the first said: a list of a million of them is one oddity
                 odd = f"wrong_type:{location}.{key}[{i}]={type(item).__name__}"
                 w.anomalies.append(odd)
-    msg = _dict_or_none(status, "message", f"{location}.status", w) if status is not None else None
+    msg = None
+    if status is not None:
+        msg = status.get("message")
+        if msg is not None and msg.__class__ is not dict:  # (the place named only when it is said)
+            msg = _dict_or_none(status, "message", f"{location}.status", w)
     if msg is not None:
         _sight(w, Sighting(f"{location}.status.message", "message", "task", msg, task_id, context_id, state))
     if summarise:
@@ -285,6 +297,35 @@ def _odd_part(parts: list[Any], anomalies: list[str]) -> None:
             if value is not None and not isinstance(value, str):
                 anomalies.append(f"wrong_type:parts[{i}].{key}={type(value).__name__}")
                 return
+
+
+def text_and_kinds(obj: dict[str, Any], anomalies: list[str]) -> tuple[str | None, list[str]]:
+    """A message's or artifact's text and part kinds: `parts_of`, then `text_of` and each part's `part_kind`, in
+    one pass over parts that are all objects whose `text` and `kind` are strings or absent (what agents send);
+    else (an odd part, which `parts_of` notes) those functions as they are."""
+    parts = obj.get("parts")
+    if parts is None:
+        parts = obj.get("content")  # v0.3 REST
+    if parts.__class__ is list:
+        texts: list[str] = []
+        kinds: list[str] = []
+        for p in parts:
+            if p.__class__ is not dict:
+                break
+            text, kind = p.get("text"), p.get("kind")
+            if kind is None:
+                kind = "text" if text.__class__ is str else part_kind(p)  # (part_kind looks for `text` first)
+            elif kind.__class__ is not str:
+                break
+            if text.__class__ is str:
+                texts.append(text)
+            elif text is not None:
+                break
+            kinds.append(kind)
+        else:
+            return "\n".join(texts) if texts else None, kinds
+    parts = parts_of(obj, anomalies)
+    return text_of(parts), [part_kind(p) for p in parts]
 
 
 def text_of(parts: list[Any]) -> str | None:

@@ -128,7 +128,7 @@ def _strict(kind: str, obj: dict[str, Any], v03: bool) -> bool:
         role = obj.get("role")
         return (
             _text(obj, "messageId")
-            and isinstance(role, str | int)
+            and isinstance(role, (str, int))
             and not isinstance(role, bool)
             and role in ROLES
             and isinstance(obj.get("parts"), list)

@@ -2,32 +2,31 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from .card import card_fields
 from .classify import A2ARequest
-from .constants import CARD_METHOD, JSONRPC_V03_METHODS, JSONRPC_V1_METHODS, TASK_STATES, V03_NON_OBJECT_RESULTS
-from .envelope import clip, empty_envelope, find_envelope, flatten_envelope
+from .constants import (
+    ROLES,
+    V03_NON_OBJECT_RESULTS,
+)
+from .envelope import ENVELOPE_FIELDS, clip, find_envelope, flatten_envelope
 from .exchange import HttpExchange
 from .objects import (
     Sighting,
     Walk,
     extensions_of,
-    get,
     id_text,
     normalise_role,
-    part_kind,
-    parts_of,
-    text_of,
+    text_and_kinds,
     walk_result,
 )
 from .redact import Redaction, TextPolicy, redact_card_json
+from .wiretext import MAX_KEY, bound_keys, bounded_key, redact_wire_text
 
 MESSAGE_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
-_NO_ENVELOPE = empty_envelope()  # the envelope columns of a message without one (never mutated)
 
 
 _RELEASED: dict[str, Any] = {}  # what a sighting's object becomes once its row is made
@@ -66,7 +65,7 @@ def error_fields(err: Any, anomalies: list[str] | None = None) -> dict[str, Any]
     elif err.get("error") is not None and anomalies is not None:
         anomalies.append(f"wrong_type:error={type(err['error']).__name__}")
     code = err.get("code", err.get("status") if isinstance(err.get("status"), int) else None)
-    if isinstance(code, int | float) and not isinstance(code, bool) and math.isfinite(code):
+    if isinstance(code, (int, float)) and not isinstance(code, bool) and math.isfinite(code):
         out["error_code"] = int(code)  # one the column cannot hold is mended, flagged, by the writer
         if code != out["error_code"] and anomalies is not None:
             anomalies.append(f"error_code_not_integer:{clip(code)}")
@@ -74,7 +73,7 @@ def error_fields(err: Any, anomalies: list[str] | None = None) -> dict[str, Any]
         anomalies.append(f"wrong_type:error.code={type(code).__name__}")
     status = err.get("status")
     out["error_status"] = status if isinstance(status, str) else None
-    if status is not None and not isinstance(status, str | int) and anomalies is not None:
+    if status is not None and not isinstance(status, (str, int)) and anomalies is not None:
         anomalies.append(f"wrong_type:error.status={type(status).__name__}")
     msg = err.get("message", err.get("detail", err.get("title")))
     out["error_message"] = msg if isinstance(msg, str) else None
@@ -113,26 +112,28 @@ class Ctx:
         """Handle one parsed response document; returns True when it confirms the exchange is A2A."""
         row = self.out.exchange
         req = self.req
-        where = "" if event_index is None else f"event[{event_index}]"
         if req.binding == "card":
             self._card(doc, "well-known", ts)
             return True
         if req.binding == "jsonrpc":
             if not isinstance(doc, dict):
-                row["anomalies"].append(f"jsonrpc_response_not_object{':' + where if where else ''}")
+                row["anomalies"].append(f"jsonrpc_response_not_object{_where(event_index)}")
                 return False
             version = doc.get("jsonrpc")
             if version != "2.0" and (version is not None or "jsonrpc" in doc):
                 row["anomalies"].append(f"response_jsonrpc_version:{clip(version)}")
-            got = doc.get("id")
-            if req.rpc_id is not None and got is not None and not same_rpc_id(req.rpc_id, got):
-                row["anomalies"].append("jsonrpc_id_mismatch")
+            got, sent = doc.get("id"), req.rpc_id
+            if sent is not None and got is not None:
+                kind = sent.__class__  # (an id of the same plain type: equal or not, as same_rpc_id says)
+                same = sent == got if kind is got.__class__ and (kind is int or kind is str) else same_rpc_id(sent, got)
+                if not same:
+                    row["anomalies"].append("jsonrpc_id_mismatch")
             err = doc.get("error")  # a null `error` is no error (serialisers that keep nil fields send one)
             if err is not None or error_event:
                 self._error(doc if err is None else err)
                 return True
             if "result" not in doc:
-                row["anomalies"].append(f"jsonrpc_without_result{':' + where if where else ''}")
+                row["anomalies"].append(f"jsonrpc_without_result{_where(event_index)}")
                 return False
             result = doc["result"]
             if req.method == "GetExtendedAgentCard":
@@ -196,12 +197,21 @@ class Ctx:
         anomalies: list[str] = []
         obj = s.obj
         is_artifact = s.object_kind == "artifact"
-        role = None if is_artifact else normalise_role(obj.get("role"), anomalies)
-        parts = parts_of(obj, anomalies)
-        text = text_of(parts)
-        exts = extensions_of(obj, anomalies)
-        present, raw = find_envelope(obj.get("metadata"), exts, anomalies, agent_side=role != "user")
-        env = _NO_ENVELOPE  # read only: its values are spread into the row
+        if is_artifact:
+            role = None
+        else:
+            said = obj.get("role")
+            role = _STR_ROLES.get(said) if said.__class__ is str else None  # (the common case, as normalise_role)
+            if role is None:
+                role = normalise_role(said, anomalies)
+        text, kinds = text_and_kinds(obj, anomalies)
+        exts = [] if obj.get("extensions") is None else extensions_of(obj, anomalies)
+        metadata = obj.get("metadata")
+        if metadata is None and not exts:
+            present, raw = False, None  # (as find_envelope says, without a call)
+        else:
+            present, raw = find_envelope(metadata, exts, anomalies, agent_side=role != "user")
+        env = None
         if present:
             env = flatten_envelope(raw, anomalies)
             stored = env.get("envelope_json")
@@ -210,10 +220,10 @@ class Ctx:
                 # routine and slot names...), not only envelope_json; its anomalies were noted above
                 env = flatten_envelope(self.redaction.json_urls(raw), [])
             for c in env.get("citations") or []:
-                c["source_url"] = self.redaction.maybe_url(c["source_url"])
-        if (
-            not present
-            and self.converse_requested
+                if c["source_url"] is not None:
+                    c["source_url"] = self.redaction.url(c["source_url"])
+        elif (
+            self.converse_requested
             and direction == "response"
             and role != "user"
             and ".history[" not in s.location
@@ -222,8 +232,21 @@ class Ctx:
             anomalies.append("envelope_missing")
         if direction == "request" and role == "agent":
             anomalies.append("request_claims_agent_role")  # the client's message: never counted as a reply
-        ident = get(obj, "artifactId") if is_artifact else get(obj, "messageId")
-        cid, tid = get(obj, "contextId"), get(obj, "taskId")
+        # (each field by its JSON or its proto name, as objects.get)
+        if is_artifact:
+            ident = obj.get("artifactId")
+            if ident is None:
+                ident = obj.get("artifact_id")
+        else:
+            ident = obj.get("messageId")
+            if ident is None:
+                ident = obj.get("message_id")
+        cid = obj.get("contextId")
+        if cid is None:
+            cid = obj.get("context_id")
+        tid = obj.get("taskId")
+        if tid is None:
+            tid = obj.get("task_id")
         if (cid is None or cid.__class__ is str) and (tid is None or tid.__class__ is str):  # (the rule)
             cid, tid = cid or None, tid or None
         else:
@@ -231,39 +254,59 @@ class Ctx:
         name = obj.get("name") if is_artifact else None
         if name is not None and not isinstance(name, str):
             anomalies.append(f"wrong_type:artifact.name={type(name).__name__}")
-        self.out.messages.append(
-            {
-                "exchange_id": self.ex.id,
-                "seq": len(self.out.messages),
-                "ts": ts,
-                "direction": direction,
-                "event_index": event_index,
-                "event_kind": s.event_kind,
-                "location": s.location,
-                "object_kind": s.object_kind,
-                "agent": self.agent,
-                "agent_url": self.agent_url,
-                "agent_id": self.agent_id,
-                "binding": self.req.binding,
-                "dialect": self.req.dialect,
-                "method": self.req.method,
-                "message_id": ident if isinstance(ident, str) and ident else None,
-                "artifact_name": name if isinstance(name, str) else None,
-                "context_id": cid or s.context_id,
-                "task_id": tid or s.task_id,
-                "role": role,
-                "task_state": s.task_state,
-                "text": self.policy.apply(text),
-                "text_length": None if text is None else len(text),
-                "part_kinds": [part_kind(p) for p in parts],
-                "extensions": [self.redaction.url(e) for e in exts],
-                "has_envelope": present,
-                **env,
-                "anomalies": anomalies,
-            }
-        )
+        policy, redaction, req, messages = self.policy, self.redaction, self.req, self.out.messages
+        # the row's columns in their order (_MESSAGE_ROW), set on a copy: cheaper than a display of 44 keys
+        row = _MESSAGE_ROW.copy()
+        row["exchange_id"] = self.ex.id
+        row["seq"] = len(messages)
+        row["ts"] = ts
+        row["direction"] = direction
+        row["event_index"] = event_index
+        row["event_kind"] = s.event_kind
+        row["location"] = s.location
+        row["object_kind"] = s.object_kind
+        row["agent"] = self.agent
+        row["agent_url"] = self.agent_url
+        row["agent_id"] = self.agent_id
+        row["binding"] = req.binding
+        row["dialect"] = req.dialect
+        row["method"] = req.method
+        row["message_id"] = ident if isinstance(ident, str) and ident else None
+        row["artifact_name"] = name if isinstance(name, str) else None
+        row["context_id"] = cid or s.context_id
+        row["task_id"] = tid or s.task_id
+        row["role"] = role
+        row["task_state"] = s.task_state
+        row["text"] = text if policy.mode == "keep" else policy.apply(text)
+        row["text_length"] = None if text is None else len(text)
+        row["part_kinds"] = kinds
+        row["extensions"] = [redaction.url(e) for e in exts]
+        row["has_envelope"] = present
+        if env is not None:
+            row.update(env)
+        row["anomalies"] = anomalies
+        messages.append(row)
         if not isinstance(ident, str) or not ident:
             anomalies.append("missing:artifactId" if is_artifact else "missing:messageId")
+
+
+# a message row's columns, in their order, all None: each row is a copy with its values set
+_MESSAGE_ROW: dict[str, Any] = dict.fromkeys(
+    (
+        *("exchange_id", "seq", "ts", "direction", "event_index", "event_kind", "location", "object_kind"),
+        *("agent", "agent_url", "agent_id", "binding", "dialect", "method", "message_id", "artifact_name"),
+        *("context_id", "task_id", "role", "task_state", "text", "text_length", "part_kinds", "extensions"),
+        "has_envelope",
+        *ENVELOPE_FIELDS,
+        "anomalies",
+    )
+)
+_STR_ROLES = {k: v for k, v in ROLES.items() if isinstance(k, str)}
+
+
+def _where(event_index: int | None) -> str:
+    """`:event[<i>]` for an anomaly of a stream's event, nothing for a whole body's."""
+    return "" if event_index is None else f":event[{event_index}]"
 
 
 def id_or_none(value: Any) -> str | None:
@@ -273,7 +316,7 @@ def id_or_none(value: Any) -> str | None:
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def same_rpc_id(sent: Any, got: Any) -> bool:
@@ -305,90 +348,4 @@ def is_a2a_error(doc: Any) -> bool:
     )
 
 
-# columns of text from the wire other than message text and identifiers: servers quote URLs, tokens and keys
-# in errors, and an attacker can put one in any name or enum (anomalies quote the odd values)
-_EXCHANGE_TEXT = (
-    "method",
-    "method_raw",
-    "a2a_version",
-    "content_type",
-    "task_state",
-    "error_status",
-    "error_message",
-    "error_reason",
-    "anomalies",
-)
-_MESSAGE_TEXT = ("method", "role", "task_state", "event_kind", "artifact_name", "part_kinds", "anomalies")
-
-
-def redact_wire_text(out: Extraction, redaction: Redaction) -> None:
-    """Every column of wire text (_EXCHANGE_TEXT, _MESSAGE_TEXT) of an extraction redacted as free text: each
-    distinct value once (a 1 MB method repeated in 20,000 sightings took 40 s redacted row by row)."""
-    plain = _PLAIN if not redaction.patterns else frozenset()
-    done: dict[str, str] = {}
-    _redact_text(out.exchange, _EXCHANGE_TEXT, redaction, plain, done)
-    for m in out.messages:
-        _redact_text(m, _MESSAGE_TEXT, redaction, plain, done)
-
-
-# values those columns hold on nearly every row, which no redaction changes: looked up, not redacted
-_PLAIN = frozenset(
-    {*JSONRPC_V1_METHODS, *JSONRPC_V03_METHODS, *JSONRPC_V03_METHODS.values(), *TASK_STATES.values(), CARD_METHOD}
-    | {"user", "agent", "message", "task", "status-update", "artifact-update", "text", "data", "file", "unknown"}
-    | {"application/json", "text/event-stream", "application/grpc", "1.0", "0.3", "0.3.0"}
-)
-
-
-def _redact_text(
-    row: dict[str, Any], columns: tuple[str, ...], redaction: Redaction, plain: frozenset[str], done: dict[str, str]
-) -> None:
-    for key in columns:
-        value = row[key]
-        if isinstance(value, str):
-            if value not in plain:
-                row[key] = _once(value, redaction, done)
-        elif value:  # a list of strings
-            row[key] = [v if v in plain else _once(v, redaction, done) for v in value]
-
-
-def _once(value: str, redaction: Redaction, done: dict[str, str]) -> str:
-    got = done.get(value)
-    if got is None:
-        got = done[value] = redaction.log_text(value)
-    return got
-
-
-# Identifiers, names and URLs that every row of an exchange repeats (the agent, its URL, the method, the task and
-# context ids a task's history inherits): a value longer than MAX_KEY characters is stored as its beginning and the
-# SHA-256 of the whole, so that a 1 MB task id or agent path in 20,000 sightings is not 20 GB of rows, and distinct
-# values stay distinct (conversations, replies and joins are as exact as with the whole value).
-MAX_KEY = 1024
-_KEYS = {
-    "exchange": ("agent", "agent_url", "agent_id", "method", "method_raw", "context_id", "task_id"),
-    "messages": ("agent", "agent_url", "agent_id", "method", "context_id", "task_id", "message_id"),
-    "agent_cards": ("agent", "agent_url", "agent_id"),
-}
-
-
-def bounded_key(value: str) -> str:
-    """`value`, or when longer than MAX_KEY characters its beginning and the SHA-256 of the whole (MAX_KEY in all)."""
-    if len(value) <= MAX_KEY:
-        return value
-    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
-    tail = f"…(clipped from {len(value)} characters; sha256:{digest})"
-    return value[: MAX_KEY - len(tail)] + tail
-
-
-def bound_keys(out: Extraction) -> None:
-    """The columns of _KEYS bounded (`bounded_key`), each clipped value named in its row's anomalies."""
-    done: dict[str, str] = {}
-    for table, rows in (("exchange", [out.exchange]), ("messages", out.messages), ("agent_cards", out.agent_cards)):
-        for row in rows:
-            for key in _KEYS[table]:
-                value = row.get(key)
-                if isinstance(value, str) and len(value) > MAX_KEY:
-                    got = done.get(value)
-                    if got is None:
-                        got = done[value] = bounded_key(value)
-                    row[key] = got
-                    row["anomalies"].append(f"value_clipped:{key}")
+__all__ = ["MAX_KEY", "bound_keys", "bounded_key", "redact_wire_text"]  # (where they were first defined)

@@ -46,13 +46,28 @@ def span_id_for(exchange_id: str) -> str:
 
 def trace_columns(headers: Headers, exchange_id: str) -> dict[str, str | None]:
     """The exchanges row's `trace_id`, `span_id` and `parent_span_id`."""
+    trace_id, span_id, parent_span_id = trace_ids(headers, exchange_id)
+    return {"trace_id": trace_id, "span_id": span_id, "parent_span_id": parent_span_id}
+
+
+def trace_ids(headers: Headers, exchange_id: str) -> tuple[str, str, str | None]:
+    """(trace id, span id, parent span id): `trace_columns`' values."""
     values = headers.get_all("traceparent")
     parent = parse_traceparent(values[0]) if len(values) == 1 else None  # two headers: W3C says ignore both
-    return {
-        "trace_id": parent[0] if parent else _derived(b"trace", exchange_id, 16),
-        "span_id": span_id_for(exchange_id),
-        "parent_span_id": parent[1] if parent else None,
-    }
+    raw = exchange_id.encode("utf-8", "surrogateescape")
+    span = _sha256(b"converse-tap span " + raw).digest()[:8]
+    if span == _ZERO_8:  # all-zero ids are invalid (as _derived)
+        span = b"\x01" + span[1:]
+    if parent:
+        return parent[0], span.hex(), parent[1]
+    trace = _sha256(b"converse-tap trace " + raw).digest()[:16]
+    if trace == _ZERO_16:
+        trace = b"\x01" + trace[1:]
+    return trace.hex(), span.hex(), None
+
+
+_sha256 = hashlib.sha256
+_ZERO_8, _ZERO_16 = bytes(8), bytes(16)
 
 
 def own_trace_id(exchange_id: str) -> str:

@@ -46,7 +46,7 @@ def _text(value: bytes | str) -> str:
 
 
 def _headers(fields: Any) -> Headers:
-    return Headers((_text(k), _text(v)) for k, v in fields)
+    return Headers.decoded(fields)  # (each name and value as `_text` gives it)
 
 
 @dataclass(slots=True)
