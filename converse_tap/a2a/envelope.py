@@ -18,6 +18,7 @@ from .constants import (
     ROUTINE_STATUSES,
 )
 from .redact import stored_json
+from .wiretext import MAX_KEY, bounded_key
 
 # Flattened envelope columns, all None when the envelope is absent.
 ENVELOPE_FIELDS = (
@@ -43,6 +44,9 @@ ENVELOPE_FIELDS = (
 
 
 DETAIL = 100  # characters of a value from the wire an anomaly quotes
+# items of a reply's citations and of a routine's pendingInput kept in its row, the rest counted: 1,000 replies of
+# 5,000 citations each (1.4 MB of Parquet) were more than a report could hold at its default memory limit
+MAX_ITEMS = 256
 
 
 def clip(value: Any, limit: int = DETAIL) -> str:
@@ -129,11 +133,17 @@ def _bool(value: Any, where: str, anomalies: list[str]) -> bool | None:
 
 
 def _text(value: Any, where: str, anomalies: list[str]) -> str | None:
-    """A string field of a citation or a slot: a value of another type is kept as its JSON text, and said so."""
-    if value is None or isinstance(value, str):
+    """A string field of a citation or a slot: a value of another type is kept as its JSON text, and said so; at
+    most MAX_KEY characters (`bounded_key`: its beginning and the SHA-256 of the whole), and said so."""
+    if value is None:
         return value
-    _once(f"wrong_type:{where}={type(value).__name__}", anomalies)
-    return json.dumps(value, sort_keys=True, default=str)
+    if not isinstance(value, str):
+        _once(f"wrong_type:{where}={type(value).__name__}", anomalies)
+        value = json.dumps(value, sort_keys=True, default=str)
+    if len(value) > MAX_KEY:
+        _once(f"value_clipped:{where}", anomalies)
+        return bounded_key(value)
+    return value
 
 
 def _once(note: str, anomalies: list[str]) -> None:
@@ -183,10 +193,10 @@ def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
         out["routine_tool_name"] = _str(routine, "toolName", w, anomalies)
         out["routine_name"] = _str(routine, "name", w, anomalies)
         out["routine_status"] = _enum(routine, "status", w, ROUTINE_STATUSES, anomalies)
-        slots = _pending_input(routine.get("pendingInput"), anomalies)
+        slots, required_open = _pending_input(routine.get("pendingInput"), anomalies)
         out["pending_input"] = slots
         if slots is not None:
-            out["pending_required_open"] = sum(1 for s in slots if s["required"])
+            out["pending_required_open"] = required_open
             # the spec lists open slots under any status (an active routine's next step, an abandoned one's last
             # question); only a completed routine cannot still be waiting for required input
             if out["pending_required_open"] and out["routine_status"] == "completed":
@@ -204,20 +214,24 @@ def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
     cites = raw.get("citations")
     if cites is not None:
         if isinstance(cites, list):
-            rows = []
+            rows: list[dict[str, Any]] = []
+            skipped = 0
             for c in cites:
                 if not isinstance(c, dict):
                     _once(f"wrong_type:citations[]={type(c).__name__}", anomalies)
+                    continue
+                if len(rows) == MAX_ITEMS:  # counted, not kept
+                    skipped += 1
                     continue
                 source = c.get("sourceUrl")
                 if isinstance(source, str):
                     anomalies += urls.anomalies(source, "citations[].sourceUrl")
                 document_id, chunk_id, title = c.get("documentId"), c.get("chunkId"), c.get("title")
                 if not (
-                    (document_id is None or document_id.__class__ is str)
-                    and (chunk_id is None or chunk_id.__class__ is str)
-                    and (title is None or title.__class__ is str)
-                    and (source is None or source.__class__ is str)
+                    (document_id is None or (document_id.__class__ is str and len(document_id) <= MAX_KEY))
+                    and (chunk_id is None or (chunk_id.__class__ is str and len(chunk_id) <= MAX_KEY))
+                    and (title is None or (title.__class__ is str and len(title) <= MAX_KEY))
+                    and (source is None or (source.__class__ is str and len(source) <= MAX_KEY))
                 ):  # (else each is what `_text` gives: itself)
                     document_id = _text(document_id, "citations[].documentId", anomalies)
                     chunk_id = _text(chunk_id, "citations[].chunkId", anomalies)
@@ -225,30 +239,41 @@ def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
                     source = _text(source, "citations[].sourceUrl", anomalies)
                 rows.append({"document_id": document_id, "chunk_id": chunk_id, "title": title, "source_url": source})
             out["citations"] = rows
-            out["citation_count"] = len(rows)
+            out["citation_count"] = len(rows) + skipped
+            if skipped:
+                anomalies.append(f"citations_not_kept_past:{MAX_ITEMS}:{len(rows) + skipped}")
         else:
             anomalies.append(f"wrong_type:citations={type(cites).__name__}")
     return out
 
 
-def _pending_input(value: Any, anomalies: list[str]) -> list[dict[str, Any]] | None:
+def _pending_input(value: Any, anomalies: list[str]) -> tuple[list[dict[str, Any]] | None, int]:
+    """The slots (the first MAX_ITEMS kept, the others counted and said) and how many of all of them are
+    required."""
     if value is None:
-        return None
+        return None, 0
     if not isinstance(value, list):
         anomalies.append(f"wrong_type:routine.pendingInput={type(value).__name__}")
-        return None
-    slots = []
+        return None, 0
+    slots: list[dict[str, Any]] = []
+    required_open = seen = 0
     for s in value:
         if not isinstance(s, dict):
             _once(f"wrong_type:routine.pendingInput[]={type(s).__name__}", anomalies)
             continue
-        required = _bool(s.get("required"), "routine.pendingInput[].required", anomalies)
+        required = bool(_bool(s.get("required"), "routine.pendingInput[].required", anomalies))
+        required_open += required
+        seen += 1
+        if len(slots) == MAX_ITEMS:  # counted, not kept
+            continue
         slots.append(
             {
                 "key": _text(s.get("key"), "routine.pendingInput[].key", anomalies),
                 "type": _text(s.get("type"), "routine.pendingInput[].type", anomalies),
-                "required": bool(required),
+                "required": required,
                 "description": _text(s.get("description"), "routine.pendingInput[].description", anomalies),
             }
         )
-    return slots
+    if seen > MAX_ITEMS:
+        anomalies.append(f"pending_input_not_kept_past:{MAX_ITEMS}:{seen}")
+    return slots, required_open
