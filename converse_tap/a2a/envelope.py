@@ -98,6 +98,9 @@ def _str(env: dict[str, Any], key: str, where: str, anomalies: list[str]) -> str
     if value is None:
         return None
     if isinstance(value, str):
+        if len(value) > MAX_KEY:  # a name or value reports group by: bounded as identifiers are
+            anomalies.append(f"value_clipped:{where}{key}")
+            return bounded_key(value)
         return value
     anomalies.append(f"wrong_type:{where}{key}={type(value).__name__}")
     return json.dumps(value, sort_keys=True) if isinstance(value, (int, float, bool)) else None

@@ -90,29 +90,7 @@ def _once(value: str, redaction: Redaction, done: dict[str, str]) -> str:
 MAX_KEY = 1024
 _KEYS = {
     "exchange": ("agent", "agent_url", "agent_id", "method", "method_raw", "context_id", "task_id"),
-    # and the envelope's names, ids and values from the wire, which reports group by (a routine named with 1 MB
-    # in 300 replies was a Parquet dictionary page no report could read at its default memory limit)
-    "messages": (
-        "agent",
-        "agent_url",
-        "agent_id",
-        "method",
-        "context_id",
-        "task_id",
-        "message_id",
-        "author",
-        "coverage_availability",
-        "coverage",
-        "coverage_reason",
-        "originating_turn_id",
-        "originating_request_id",
-        "ownership_state",
-        "routine_tool_name",
-        "routine_name",
-        "routine_status",
-        "invocation_tool_name",
-        "invocation_outcome",
-    ),
+    "messages": ("agent", "agent_url", "agent_id", "method", "context_id", "task_id", "message_id"),
     "agent_cards": ("agent", "agent_url", "agent_id"),
 }
 _KEY_VALUES = {table: itemgetter(*keys) for table, keys in _KEYS.items()}

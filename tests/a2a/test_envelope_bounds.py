@@ -51,7 +51,7 @@ def test_long_names_and_ids_keep_their_beginning_and_stay_distinct() -> None:
     assert all(len(n) <= MAX_KEY and n.startswith("r" * 100) for n in names) and names[0] != names[1]
     docs = [r["citations"][0]["document_id"] for r in rows]
     assert all(len(d) <= MAX_KEY for d in docs) and docs[0] != docs[1]
-    assert {"value_clipped:routine_name", "value_clipped:citations[].documentId"} <= set(rows[0]["anomalies"])
+    assert {"value_clipped:routine.name", "value_clipped:citations[].documentId"} <= set(rows[0]["anomalies"])
     assert len(rows[0]["citations"][0]["title"]) <= MAX_KEY
 
 
