@@ -111,8 +111,9 @@ def _enum(env: dict[str, Any], key: str, where: str, allowed: frozenset[str], an
     if value is None or (value.__class__ is str and value in allowed):
         return value  # (the common cases, said nothing of)
     value = _str(env, key, where, anomalies)
-    if value is not None and value not in allowed and isinstance(env.get(key), str):
-        anomalies.append(f"unknown_enum:{where}{key}={clip(value)}")
+    raw = env.get(key)
+    if value is not None and value not in allowed and isinstance(raw, str):
+        anomalies.append(f"unknown_enum:{where}{key}={clip(raw)}")  # (as it came, its length said: not bounded)
     return value
 
 
