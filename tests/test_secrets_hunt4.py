@@ -26,7 +26,15 @@ from converse_tap.addon.flows import exchange_from_flow
 from tests.children import finishes_within
 from tests.factories import EXT, a2a_flow, agent_message, envelope, jsonrpc_result
 from tests.test_secrets_hunt import _card, _leaks, _logged
-from tests.test_secrets_hunt2 import _AROUND, _DELIMITED, _REDACTIONS, _everywhere_text, _leaked, assert_unchanged
+from tests.test_secrets_hunt2 import (
+    _AROUND,
+    _DELIMITED,
+    _REDACTIONS,
+    _everywhere_text,
+    _leaked,
+    assert_planted_gone,
+    assert_unchanged,
+)
 
 WORD = "sunshinez"  # a word-like secret: no digit, no capital, no rare letter pairs
 
@@ -278,13 +286,7 @@ _PLANTS = st.sampled_from(
 def test_a_planted_secret_of_the_new_forms_never_survives_its_surroundings(
     before: str, left: str, plant: str, right: str, after: str
 ) -> None:
-    text = before + left + plant + right + after
-    for redaction in _REDACTIONS:
-        clean = redaction.log_text(text)
-        assert "plantsecretone" not in clean and "cGxhbnRzZWNyZXRvbm" not in clean
-        assert redaction.log_text(clean) == clean
-    stored = redact_card_json({"k": text, text: [text]})
-    assert "plantsecretone" not in stored
+    assert_planted_gone(before + left + plant + right + after, "plantsecretone", "cGxhbnRzZWNyZXRvbm")
 
 
 def test_the_new_rules_run_in_linear_time() -> None:
