@@ -107,11 +107,10 @@ def _str(env: dict[str, Any], key: str, where: str, anomalies: list[str]) -> str
 
 
 def _enum(env: dict[str, Any], key: str, where: str, allowed: frozenset[str], anomalies: list[str]) -> str | None:
-    value = env.get(key)
-    if value is None or (value.__class__ is str and value in allowed):
-        return value  # (the common cases, said nothing of)
-    value = _str(env, key, where, anomalies)
     raw = env.get(key)
+    if raw is None or (raw.__class__ is str and raw in allowed):
+        return raw  # (the common cases, said nothing of)
+    value = _str(env, key, where, anomalies)
     if value is not None and value not in allowed and isinstance(raw, str):
         anomalies.append(f"unknown_enum:{where}{key}={clip(raw)}")  # (as it came, its length said: not bounded)
     return value

@@ -92,10 +92,7 @@ class Grouping:
         self.authors = m.author_tallies(replies, by)
         self.invocations = m.invocation_tallies(replies, by)
         self.documents = documents(cited, by, TOP_CITED)
-        self.conversations: dict[Any, dict[str, Any]] = {
-            key: dict(zip(conversations.columns, values, strict=True))
-            for key, values in zip(conversations.index, conversations.itertuples(index=False), strict=True)
-        }
+        self.conversations: dict[Any, dict[Any, Any]] = conversations.to_dict("index")
         counts, middles, slots = routines
         self.routine_counts = split(counts.to_dict("records"), "key")
         self.middles = split(_middle_values(middles), "key")
