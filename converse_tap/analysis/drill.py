@@ -240,9 +240,7 @@ def csv_cell(value: Any, text: bool) -> str:
 
 def write_csv(reader: pa.RecordBatchReader, out: IO[str]) -> int:
     out.write(",".join(csv_cell(name, True) for name in reader.schema.names) + "\n")
-    text = [
-        pa.types.is_string(_plain_type(f.type)) or pa.types.is_large_string(_plain_type(f.type)) for f in reader.schema
-    ]
+    text = [_may_be_text(f.type) for f in reader.schema]
     n = 0
     for row in rows(reader):
         out.write(",".join(csv_cell(v, t) for v, t in zip(row.values(), text, strict=True)) + "\n")
@@ -252,6 +250,14 @@ def write_csv(reader: pa.RecordBatchReader, out: IO[str]) -> int:
 
 def _plain_type(t: pa.DataType) -> pa.DataType:
     return t.value_type if pa.types.is_dictionary(t) else t
+
+
+def _may_be_text(t: pa.DataType) -> bool:
+    """Whether a column's cells may be wire text as it was: any type but numbers, times, flags (only strings were
+    guarded, and a UNION, `union_value(t := reason)`, wrote `=cmd|' /C calc'!A0` as it was)."""
+    t = _plain_type(t.storage_type if isinstance(t, pa.ExtensionType) else t)
+    fixed = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal, pa.types.is_temporal, pa.types.is_boolean)
+    return not (any(is_a(t) for is_a in fixed) or pa.types.is_null(t))
 
 
 def write_jsonl(reader: pa.RecordBatchReader, out: IO[str]) -> int:

@@ -1,4 +1,4 @@
-"""Assemble the report: one versioned, JSON-ready dict (schema converse-tap-report/1, docs/report-schema.md)."""
+"""Assemble the report: one versioned, JSON-ready dict (schema converse-tap-report/1, docs/report-schema.json)."""
 
 from __future__ import annotations
 
@@ -83,6 +83,7 @@ def build_report(
         notes.append("no agent message carried the converse envelope: did the clients send A2A-Extensions?")
     if present and counts["turns"] == 0 and counts["replies"]:
         notes.append("no reply carried answerCoverage")
+    notes += not_kept_notes(anomalies)
     report: dict[str, Any] = {
         "schema": REPORT_SCHEMA,
         "generator": f"converse-tap {__version__}",
@@ -118,6 +119,36 @@ def build_report(
             grouping = facts.grouping(b)
             report["groups"][b] = {str(k): grouping.sections(k) for k in grouping.sorted_keys()}
     return report
+
+
+# lists a reply's row keeps only the beginning of (a2a/envelope.py MAX_ITEMS: the others counted, and an anomaly
+# `<code>:<kept>:<listed>` says so), and the figures that count only what was kept
+_NOT_KEPT = {
+    "pending_input_not_kept_past": (
+        "pendingInput slots",
+        "the required input still pending when users abandoned (abandoned_at) lists only the slots kept, so a "
+        "required slot past them is missing from it",
+    ),
+    "citations_not_kept_past": ("citations", "the most cited documents count only the citations kept"),
+}
+
+
+def not_kept_notes(anomalies: pd.DataFrame) -> list[str]:
+    """A note for each list the recorder kept only the beginning of in some reply: a figure counted from those lists
+    would be silently short otherwise (the anomaly alone, in the conformance section, does not say which figure)."""
+    notes: list[str] = []
+    if anomalies.empty:
+        return notes
+    for code, (what, figure) in _NOT_KEPT.items():
+        rows = anomalies[(anomalies["code"] == code) & (anomalies["table"] == "messages")]
+        if len(rows):
+            parts = str(rows["example"].iloc[0]).split(":")  # `<code>:<kept>:<listed>`
+            kept = parts[1] if len(parts) == 3 and parts[1].isdigit() else "some"
+            notes.append(
+                f"{int(rows['count'].sum())} agent message(s) listed more than {kept} {what}, of which the recorder "
+                f"kept the first {kept} (anomaly {code}): {figure}"
+            )
+    return notes
 
 
 def _cards(cards: pd.DataFrame) -> list[dict[str, Any]]:

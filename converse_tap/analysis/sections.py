@@ -1,4 +1,4 @@
-"""The report's sections (docs/report-schema.md): counted once per grouping, then shaped key by key.
+"""The report's sections (docs/report-schema.json): counted once per grouping, then shaped key by key.
 
 `Grouping` counts the facts of every key of one grouping (the whole report, agents, days or routines) with one
 pass per metric (`metrics.*_tallies`), so a report over a thousand agents costs a thousand small dictionaries, not

@@ -24,6 +24,11 @@ def _duration(text: str | None) -> object:
         return None
     import pandas as pd
 
+    if re.fullmatch(r"\s*[-+]?(\d+\.?\d*|\.\d+)\s*", text):  # pandas reads a bare number as nanoseconds
+        raise click.BadParameter(
+            f"{text!r} has no unit; write e.g. {text.strip()}s, {text.strip()}min or {text.strip()}h",
+            param_hint="'--stale-after'",
+        )
     try:
         value = pd.Timedelta(text)
     except ValueError:
@@ -90,6 +95,13 @@ def engine_options(f: Any) -> Any:
         show_default=True,
         help="Run the report on DuckDB in this process, or on Apache Spark (the `spark` extra and Java 17).",
     )(f)
+
+
+def _engine_check(engine: str, spark_master: str | None) -> None:
+    """--spark-master names where Spark runs: without --engine spark it was silently ignored (the report ran on
+    DuckDB on this machine, not on the cluster the user named)."""
+    if spark_master is not None and engine != "spark":
+        raise UsageError("--spark-master is for --engine spark: add --engine spark, or leave --spark-master out")
 
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:([KMGT])(i?)B|B)", re.IGNORECASE)

@@ -142,14 +142,12 @@ def sql_command(
 def _failed(e: BaseException) -> str:
     """What went wrong with a query, in this command's terms: an engine out of memory says which option to raise
     (not DuckDB's own `SET` advice, which `sql` refuses); other errors keep the engine's message."""
-    import duckdb
-
-    from .guards import first_line
+    from .guards import out_of_memory
 
     cause = e.__cause__ if isinstance(e.__cause__, Exception) else e
-    line = first_line(cause)
-    if isinstance(cause, duckdb.OutOfMemoryException) or line.startswith("Out of Memory Error"):
-        return f"the query needs more memory than its limit allows; raise --memory-limit ({line})"
+    advice = out_of_memory(cause, "the query")
+    if advice is not None:
+        return advice
     return f"{str(e).strip()}\nthe views are {', '.join(_views())}; see docs/metrics.md"
 
 

@@ -126,15 +126,26 @@ def first_line(e: BaseException) -> str:
 
 def read_error(e: Exception, dataset: Dataset, error: type[click.ClickException]) -> click.ClickException:
     """What a user reads when the analysis fails: in this CLI's options, never DuckDB's tuning advice."""
-    import duckdb
-
     from ..store.changes import ReadInterrupted
 
     if isinstance(e, ReadInterrupted):  # the dataset changed, or its storage failed, while it was read
         return UsageError(str(e))
-    if isinstance(e, duckdb.OutOfMemoryException):
-        return error(f"the analysis needs more memory than its limit allows; raise --memory-limit ({first_line(e)})")
+    advice = out_of_memory(e, "the analysis")
+    if advice is not None:
+        return error(advice)
     return error(f"cannot read the dataset {dataset}: {first_line(e)}")
+
+
+def out_of_memory(e: BaseException, what: str) -> str | None:
+    """What to do when the engine ran out of memory, in this CLI's options (DuckDB's own advice is `SET` statements,
+    which `sql` refuses): the one wording `report`, `check`, `agents`, `sql` and `show` give. None for another error.
+    DuckDB raises some out-of-memory errors as the plain `duckdb.Error` (as rows stream out): known by their line."""
+    import duckdb
+
+    line = first_line(e)
+    if isinstance(e, duckdb.OutOfMemoryException) or line.startswith("Out of Memory Error"):
+        return f"{what} needs more memory than its limit allows; raise --memory-limit ({line})"
+    return None
 
 
 NOTHING_MEASURED = 3  # `report`'s exit status when the report rests on no A2A message
@@ -142,8 +153,8 @@ NOTHING_MEASURED = 3  # `report`'s exit status when the report rests on no A2A m
 
 def output_option(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
     """-o as a path: a name that ends in a slash (`-o out/`, a directory not made yet) or is empty is refused, not
-    written as a file named `out` (or `.`)."""
-    if value is None:
+    written as a file named `out` (or `.`). `-o -` is stdout, as for most commands (it wrote a file named `-`)."""
+    if value is None or value == "-":
         return None
     if not value.strip():
         raise click.BadParameter("give a file name, e.g. -o report.html")
@@ -152,12 +163,30 @@ def output_option(ctx: click.Context, param: click.Parameter, value: str | None)
     return Path(value)
 
 
-def check_output(output: Path) -> None:
-    """Exit 2 when a parent of -o is a file (click itself refuses a directory)."""
+def check_output(output: Path, dataset: Dataset | None = None) -> None:
+    """Exit 2, before the work, when -o cannot be written: a parent of it is a file (click itself refuses a
+    directory), or the file, or the nearest directory of it that exists, is not writable (a read-only file system,
+    a directory of another user): found after a long report, it cost the report. Or when -o is one of `dataset`'s
+    own files or inside its tables or journals (`-o data/messages/…/part-….parquet`, a slip of tab completion,
+    overwrote that file with the report: the dataset lost its messages)."""
+    if dataset is not None and not isinstance(dataset, str):
+        from ..store.files import JOURNAL_DIR, SALT_FILE, TABLES, TEXT_POLICY_FILE
+
+        own = {*TABLES, JOURNAL_DIR, SALT_FILE, TEXT_POLICY_FILE}
+        inside = Path(os.path.realpath(output)).relative_to(os.path.realpath(dataset), walk_up=True).parts
+        if inside and inside[0] in own:
+            raise UsageError(
+                f"-o {output} would overwrite or add to the dataset's own files ({inside[0]}); write the report "
+                f"elsewhere, e.g. -o {Path(dataset) / 'report.html'}"
+            )
+    if output.is_file() and not os.access(output, os.W_OK):
+        raise UsageError(f"-o {output}: the file is not writable; give another file, or make it writable")
     for parent in output.parents:
         if parent.exists():
             if not parent.is_dir():
                 raise UsageError(f"-o {output}: {parent} is a file, not a directory")
+            if not output.exists() and not os.access(parent, os.W_OK | os.X_OK):
+                raise UsageError(f"-o {output}: cannot write in {parent}; give a file in a directory you can write to")
             break
 
 
@@ -172,7 +201,7 @@ def write_output(output: Path, text: str) -> None:
         make_dir(output.parent)  # owner-only, as the dataset: a report may quote message text
         write_private(output, text)
     except OSError as e:
-        raise UsageError(f"cannot write -o {output}: {e.strerror or e}") from e
+        raise UsageError(f"cannot write -o {output}: {e.strerror or e}; give another file") from e
 
 
 @contextlib.contextmanager

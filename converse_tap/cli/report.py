@@ -27,7 +27,7 @@ from .guards import (
 if TYPE_CHECKING:  # the analysis imports pandas: only the commands that need it load it
     pass
 from .base import cli
-from .common import _duration, _fmt, _report, _skipped, _window, engine_options, window_options
+from .common import _duration, _engine_check, _fmt, _report, _skipped, _window, engine_options, window_options
 
 
 @cli.command()
@@ -91,10 +91,11 @@ def report(
     from ..analysis.render import FORMATS
     from ..analysis.tables import measured
 
+    _engine_check(engine, spark_master)
     window = _window(agents, since, until)
     stale = _duration(stale_after)
     if output is not None:
-        check_output(output)
+        check_output(output, dataset)
     check_source(dataset, window, memory_limit)
     if fmt == "html":  # the charts want these breakdowns
         by = tuple(dict.fromkeys((*by, "agent", "day")))
@@ -234,6 +235,7 @@ def check(
     ]
     if not thresholds:
         raise UsageError("give at least one threshold, e.g. --max-unanswered-share 0.1 (see --help)")
+    _engine_check(engine, spark_master)
     window = _window(agents, since, until)
     check_source(dataset, window, memory_limit)
     by = ("agent",) if per_agent else ()
