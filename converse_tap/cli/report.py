@@ -41,7 +41,7 @@ from .common import _duration, _engine_check, _fmt, _report, _skipped, _window, 
     help="Output format.",
 )
 @click.option(
-    "--output", "-o", type=click.Path(dir_okay=False), callback=output_option, help="Write to FILE, not stdout."
+    "--output", "-o", type=click.Path(dir_okay=False), callback=output_option, help="Write to FILE, not stdout (- is stdout)."
 )
 @click.option(
     "--by",
@@ -86,7 +86,7 @@ def report(
     Exit status: 0 the report measured traffic; 3 the report is written but measured nothing (no A2A message
     in the dataset or the window); 2 not a dataset, an --agent the dataset never saw, a dataset
     that kept changing while it was read, or a usage error;
-    1 the dataset cannot be read.
+    1 the dataset cannot be read; 130 interrupted (Ctrl-C); 141 the output's reader went away.
     """
     from ..analysis.render import FORMATS
     from ..analysis.tables import measured
