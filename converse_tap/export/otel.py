@@ -244,10 +244,15 @@ class SpanExport:
             self._last_log = now
             log.warning(
                 "converse-tap: OTLP export to %s is failing or behind: %d spans not accepted, %d dropped "
-                "(queue full) so far; traffic and recording are unaffected",
+                "(queue full) so far; %s",
                 self.shown,
                 self.stats.failed,
                 self.stats.dropped,
+                # the backfill (`wait`) reads a dataset and ends saying what the collector took; the live export
+                # rides beside a proxy
+                "the dataset is unchanged, and the command's last line counts them"
+                if self.wait
+                else "traffic and recording are unaffected",
             )
 
     def flush(self, timeout: float) -> bool:

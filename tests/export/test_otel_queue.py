@@ -51,3 +51,26 @@ def test_agent_names_from_cards_are_kept_short() -> None:
         live.close()
     assert kept < 1_000_000, kept  # 300 names of 20 KB held are 6 MB
     assert live._names["agent-1-5"] == "5" + "n" * (MAX_NAME - 1)
+
+
+def test_a_failing_collector_is_reported_in_the_terms_of_the_export_that_meets_it(caplog) -> None:
+    """The live export rides beside a proxy (traffic and recording go on); the backfill (`export otlp`, which waits
+    for room) reads a dataset and ends saying what the collector took: its warning said "recording unaffected"."""
+    import logging
+
+    from converse_tap.export.otel import SpanExport
+    from converse_tap.export.spans import build_span
+
+    with Collector("fail") as col:
+        for wait, said, not_said in ((False, "traffic and recording", "dataset"), (True, "dataset", "recording")):
+            caplog.clear()
+            export = SpanExport(col.url, wait=wait)
+            with caplog.at_level(logging.WARNING, logger="converse_tap"):
+                try:
+                    export.add(build_span(_row(exchange_id="x-1"), []))
+                    export.flush(10)
+                finally:
+                    export.close(1)
+            lines = [r.getMessage() for r in caplog.records if "OTLP export" in r.getMessage()]
+            assert lines and export.stats.failed == 1
+            assert all(said in line and not_said not in line for line in lines), lines
