@@ -75,7 +75,7 @@ def opened(name: str, raw: BinaryIO) -> io.BufferedIOBase | IO[bytes]:
     if name == "gzip":
         return gzip.GzipFile(fileobj=raw, mode="rb")
     if name == "bzip2":
-        return bz2.BZ2File(raw, "rb")
+        return io.BufferedReader(_Bz2(raw))
     if name == "zstd":
         return zstd.ZstdFile(raw, "rb")
     if name == "zlib":
@@ -120,6 +120,41 @@ class _Xz(io.RawIOBase):
                 data = self.raw.read(_STEP)
                 if not data:
                     raise EOFError("the file ends inside an xz stream")
+            else:
+                data = b""
+            out = self.decoder.decompress(data, max_length=len(buffer))
+            if out:
+                buffer[: len(out)] = out
+                return len(out)
+
+
+class _Bz2(io.RawIOBase):
+    """The streams of a bzip2 file (`cat`, pbzip2 and lbzip2 write several) decompressed one after the other.
+    `bz2.BZ2File` took bytes after a stream that failed at once for trailing garbage and stopped there in silence:
+    a later stream damaged near its start, and the captures in it and after it, were lost without a word. Here
+    they are damage, reported; null bytes between or after streams (padding, as xz allows) are not."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.decoder = bz2.BZ2Decompressor()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while True:
+            if self.decoder.eof:  # a stream ended: another may follow (after null bytes, as xz pads them)
+                data = self.decoder.unused_data.lstrip(b"\0")
+                while not data:
+                    more = self.raw.read(_STEP)
+                    if not more:
+                        return 0
+                    data = more.lstrip(b"\0")
+                self.decoder = bz2.BZ2Decompressor()
+            elif self.decoder.needs_input:
+                data = self.raw.read(_STEP)
+                if not data:
+                    raise EOFError("the file ends inside a bzip2 stream")
             else:
                 data = b""
             out = self.decoder.decompress(data, max_length=len(buffer))

@@ -11,7 +11,7 @@ import hashlib
 import json
 import math
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
 from mitmproxy import http
@@ -26,7 +26,7 @@ from .a2a.inflate import Truncated, inflate
 from .addon.flows import DEFAULT_MAX_BODY, PREFIX, exchange_from_flow
 from .har_attach import Attachments, attached_bodies
 from .har_wire import server_address, unstored, wire_size
-from .harfit import base64_request, fitted
+from .harfit import base64_request, fitted, started_at, whole_chars
 
 MAX_HEADERS = 10_000  # header fields of a request or response
 _MAX_TS = 253_402_300_799.0  # 9999-12-31T23:59:59Z
@@ -71,7 +71,24 @@ def exchange(
     `attached`: where bodies the HAR keeps as files (`_file`) are read from."""
     if not isinstance(entry, dict):
         raise TypeError(f"a {type(entry).__name__}, not an entry")
-    anomalies: list[str] = []
+    try:
+        return _exchange(entry, max_body, size, attached, entry, [])
+    except UnicodeEncodeError:  # (mitmproxy's importer encodes headers, URL and bodies: only then looked for)
+        whole = whole_chars(entry)
+        if whole is entry:
+            raise
+        return _exchange(whole, max_body, size, attached, entry, ["har_unpaired_surrogate"])
+
+
+def _exchange(
+    entry: dict[str, Any],
+    max_body: int,
+    size: int,
+    attached: Attachments | None,
+    stated: dict[str, Any],
+    anomalies: list[str],
+) -> HttpExchange:
+    """`entry` as an exchange, its id that of the entry as `stated` in the file."""
     timings: dict[str, Any] = entry["timings"] if isinstance(entry.get("timings"), dict) else {}
     total = _number(entry.get("time"), "time", anomalies)  # not stated: the duration is unknown, not 0
     if total is not None and total < 0:  # -1: HAR's "not known"; any other, a duration no clock measured
@@ -82,7 +99,7 @@ def exchange(
         headers = entry[side].get("headers") if isinstance(entry.get(side), dict) else None
         if isinstance(headers, list) and len(headers) > MAX_HEADERS:
             raise ValueError(f"{side}.headers holds more than {MAX_HEADERS} fields")
-    fid = entry_id(entry, size)
+    fid = entry_id(stated, size)
     fit = fitted(entry, anomalies)
     entry, big = attached_bodies(fit.entry, attached, max_body, anomalies)
     entry, request_big, response_big = _without_large_bodies(entry, max_body)
@@ -308,7 +325,8 @@ def _without_large_bodies(
 def _times(
     flow: http.HTTPFlow, entry: dict[str, Any], total: float | None, waits: list[float | None], anomalies: list[str]
 ) -> None:
-    started = datetime.fromisoformat(entry["startedDateTime"].replace("Z", "+00:00"))
+    started = started_at(entry["startedDateTime"])
+    assert started is not None  # (`fitted` made an unreadable one the epoch)
     if started.tzinfo is None:  # HAR requires a zone; read as the machine's own, the same file gave other times
         started = started.replace(tzinfo=UTC)
         anomalies.append("har_time_without_zone")

@@ -21,6 +21,10 @@ _SPACE = re.compile(r"[ \t\n\r]*")
 _TOKEN = 16  # characters of the longest token a read can cut (`-Infinity`, a surrogate pair's two escapes)
 _DECODER = json.JSONDecoder()
 _TWICE = "given twice (JSON readers keep only the second; the first one's were read)"
+_AFTER = (
+    "text after the end of the HAR (another HAR appended to it?), not read: JSON readers refuse such a file; "
+    "give each HAR a file of its own"
+)
 
 
 @dataclass(frozen=True)
@@ -294,6 +298,8 @@ def entries(path: Path, pos: HarPosition | None = None) -> Iterator[dict[str, An
             if logs:  # JSON readers keep the last: entries already read were another reader's view of the file
                 raise HarError("log", _TWICE)
             logs = True
+            if t.peek() not in ("{", ""):  # (nothing: the file ends here, said where by `expect`)
+                raise HarError("log", "not an object")
             t.expect("{")
             for log_key in _keys(t):
                 if log_key != "entries":
@@ -320,6 +326,8 @@ def entries(path: Path, pos: HarPosition | None = None) -> Iterator[dict[str, An
                     t.expect(",")
         if not found:
             raise HarError("log.entries", "missing")
+        if t.peek():  # JSON readers refuse the file: what follows (another HAR appended to it?) is not read
+            raise HarError(t.error("").position, _AFTER)
 
 
 def _keys(t: _Text) -> Iterator[str]:

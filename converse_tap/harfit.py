@@ -21,6 +21,7 @@ from .a2a.envelope import clip
 _EPOCH = "1970-01-01T00:00:00+00:00"  # stands for an unreadable start time (the exchange's times are then unknown)
 _NO_RESPONSE = {"status": 0, "httpVersion": "", "headers": [], "content": {}}
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _BASE64_LOOK = 1 << 16  # characters of a text said to be base64 that are looked at (a text one fails at once)
 
 
@@ -45,9 +46,15 @@ def fitted(entry: dict[str, Any], anomalies: list[str]) -> Fitted:
     cached = _cache_hit(entry)
     if cached is not None:
         anomalies.append(f"har_from_cache:{clip(cached)}")
-    if not _iso_time(entry.get("startedDateTime")):
+    worker = _service_worker(entry.get("response"))
+    if worker is not None:
+        anomalies.append(f"har_via_service_worker:{clip(worker)}")
+    started = started_at(entry.get("startedDateTime"))
+    if started is None:
         anomalies.append("har_started_unreadable")
         fit.entry["startedDateTime"], fit.started = _EPOCH, False
+    elif entry["startedDateTime"].endswith("z"):  # RFC 3339's UTC, which the importer refuses: as it reads it
+        fit.entry["startedDateTime"] = started.isoformat()
     response = entry.get("response")
     if not isinstance(response, dict):
         anomalies.append("har_response_missing")
@@ -71,6 +78,17 @@ def _cache_hit(entry: dict[str, Any]) -> str | None:
     if isinstance(safari, str) and safari.strip().lower().endswith("cache"):
         return safari.strip().lower().removesuffix("cache").strip() or safari.strip()
     return None
+
+
+def _service_worker(response: Any) -> str | None:
+    """Where a service worker took the reply it answered the page with, when Chrome says one did (the response's
+    `_fetchedViaServiceWorker`, and its `_serviceWorkerResponseSource`: "network", "cache-storage", "http-cache",
+    "fallback-code"; "unknown" when unsaid): the page's request is not the one on the wire (the worker's own
+    fetch, if it made one, is an entry of its own), so it is noted `har_via_service_worker:<source>`."""
+    if not isinstance(response, dict) or response.get("_fetchedViaServiceWorker") is not True:
+        return None
+    source = response.get("_serviceWorkerResponseSource")
+    return source.strip() if isinstance(source, str) and source.strip() else "unknown"
 
 
 def _no_reply(response: dict[str, Any]) -> bool:
@@ -113,14 +131,15 @@ def _positive(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
-def _iso_time(value: Any) -> bool:
+def started_at(value: Any) -> datetime | None:
+    """A start time as ISO 8601 writes it (RFC 3339 also allows a lower-case `z` for UTC, which Python's reader
+    and mitmproxy's importer refused); None for one that is not."""
     if not isinstance(value, str):
-        return False
+        return None
     try:
-        datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return datetime.fromisoformat(value[:-1] + "Z" if value.endswith("z") else value)
     except ValueError:
-        return False
-    return True
+        return None
 
 
 def _side(holder: dict[str, Any], side: str, anomalies: list[str]) -> dict[str, Any]:
@@ -254,3 +273,25 @@ def _is_base64(text: str) -> bool:
     except ValueError:  # binascii.Error
         return False
     return True
+
+
+def whole_chars(entry: dict[str, Any]) -> dict[str, Any]:
+    """`entry` with each half of a surrogate pair that stands alone in its request or response (`\\ud83d` without
+    its other half: a text an exporter cut inside a character, which no bytes can stand for, and which mitmproxy's
+    importer refused the entry for) replaced by U+FFFD; `entry` itself when it holds none."""
+    sides: dict[str, Any] = {side: _whole(entry[side]) for side in ("request", "response") if side in entry}
+    if all(sides[side] is entry[side] for side in sides):
+        return entry
+    return {**entry, **sides}
+
+
+def _whole(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
+    if isinstance(value, dict):
+        items = {k: _whole(v) for k, v in value.items()}
+        return value if all(items[k] is v for k, v in value.items()) else items
+    if isinstance(value, list):
+        kept = [_whole(v) for v in value]
+        return value if all(a is b for a, b in zip(kept, value, strict=True)) else kept
+    return value

@@ -73,8 +73,11 @@ def kind(path: Path) -> str:
                 head += f.read(SPACE_BEFORE)  # a HAR may start with whitespace: JSON allows any amount
                 text = _text(head)
     except NotRegular as e:
-        raise IngestError(path, "byte 0", f"{e.what}, not a capture file; {NOT_A_CAPTURE}") from e
+        pipe = " (a pipe: save what it carries to a file and ingest that)" if e.what == "a FIFO" else ""
+        raise IngestError(path, "byte 0", f"{e.what}, not a capture file{pipe}; {NOT_A_CAPTURE}") from e
     except OSError as e:
+        if isinstance(e, FileNotFoundError) and (target := _dangling(path)) is not None:
+            raise IngestError(path, "byte 0", f"a link to {target}, which does not exist") from e
         raise IngestError(path, "byte 0", f"cannot read it ({e.strerror or e})") from e
     if not head:
         return "empty"
@@ -89,6 +92,14 @@ def kind(path: Path) -> str:
     if _damaged_flows(path):
         return "flows"
     raise IngestError(path, "byte 0", NOT_A_CAPTURE)
+
+
+def _dangling(path: Path) -> str | None:
+    """Where `path` leads, if it is a symbolic link (one whose target does not exist reads as no file at all)."""
+    try:
+        return os.readlink(path)
+    except OSError:
+        return None
 
 
 def _text(head: bytes) -> str:

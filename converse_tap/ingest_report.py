@@ -44,13 +44,14 @@ def report_lines(result: IngestResult, out: str | Path) -> list[tuple[str, str]]
         dup = f"; {result.duplicates} flows were already present and skipped" if result.duplicates else ""
         unusable = {e.path for e in result.errors if e.reason.endswith(NOT_A_CAPTURE)}
         readable = result.files - len(unusable) - len(result.empty)
-        lines.append(
-            (
-                "info",
-                f"ingested {result.flows} flows from {readable} file(s): {result.exchanges} new A2A exchanges into "
-                f"{out}{dup}",
+        if readable > 0 or result.flows:  # (of no capture at all: nothing was ingested, and no dataset made)
+            lines.append(
+                (
+                    "info",
+                    f"ingested {result.flows} flows from {readable} file(s): {result.exchanges} new A2A exchanges "
+                    f"into {out}{dup}",
+                )
             )
-        )
     lines.extend(("info", line) for line in unread_lines(result))
     lines.extend(("error", str(e)) for e in result.errors)
     if result.unlisted:

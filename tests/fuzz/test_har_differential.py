@@ -480,11 +480,16 @@ def test_entries_that_are_no_list_are_named(tmp_path: Path, value: str) -> None:
 
 
 def test_trailing_text_after_the_document_is_not_read(tmp_path: Path) -> None:
-    """json.loads refuses the file (`Extra data`); the reader has all it needs once the document closes: every
-    entry is kept (leniency, not a finding: noted in the report)."""
+    """json.loads refuses the file (`Extra data`); the reader keeps every entry of the document, and then says
+    that text follows it (a second HAR appended to the first lost its entries in silence)."""
     path = tmp_path / "x.har"
     path.write_text('{"log": {"entries": [{"n": 1}]}} trailing {"log": {"entries": [{"n": 2}]}}')
-    assert list(harfile.entries(path)) == [{"n": 1}]
+    got: list[Any] = []
+    with pytest.raises(harfile.HarError) as caught:
+        got.extend(harfile.entries(path))
+    assert got == [{"n": 1}]
+    assert caught.value.position == "line 1 column 34"
+    assert caught.value.reason.startswith("text after the end of the HAR")
 
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-8-sig"])
