@@ -1,8 +1,11 @@
 """A one-line progress bar for long commands on a terminal: bytes of input read, flows per second, time left.
-Nothing is drawn when the stream is not a terminal (piped, redirected, CI)."""
+Nothing is drawn when the stream is not a terminal (piped, redirected, CI), or is one that cannot move its cursor
+(`TERM=dumb`: its `ESC[K` showed as text). The line is cut to the terminal's width: a line longer than the
+terminal wrapped, and each redraw scrolled the screen by a line."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TextIO
 
@@ -25,14 +28,24 @@ class ProgressBar:
     @classmethod
     def on_terminal(cls, stream: TextIO) -> ProgressBar | None:
         isatty = getattr(stream, "isatty", None)
-        return cls(stream) if isatty is not None and isatty() else None
+        if isatty is None or not isatty() or os.environ.get("TERM", "") in ("dumb", "unknown"):
+            return None
+        return cls(stream)
+
+    def columns(self) -> int:
+        """The terminal's width now (a window can be resized during a long ingest); 80 when it cannot say."""
+        try:
+            return os.get_terminal_size(self.stream.fileno()).columns or 80
+        except (AttributeError, OSError, ValueError):
+            return 80
 
     def __call__(self, done: int, total: int, flows: int) -> None:
         now = time.monotonic()
         if now - self.shown < self.interval and done < total:
             return
         self.shown = now
-        self.stream.write("\r" + self.line(done, total, flows, now - self.started) + "\x1b[K")
+        line = self.line(done, total, flows, now - self.started)[: max(1, self.columns() - 1)]
+        self.stream.write("\r" + line + "\x1b[K")
         self.stream.flush()
         self.drawn = True
 
