@@ -8,10 +8,12 @@ from typing import Any
 from urllib.parse import unquote
 
 from . import fastjson, urls
+from .charset import loads_not_utf8
 from .constants import CARD_METHOD, JSONRPC_V03_METHODS, JSONRPC_V1_METHODS, PUSH_CONFIG_METHODS, STREAMING_METHODS
 from .envelope import clip
 from .headers import Headers
 from .objects import get
+from .wiretext import id_text
 
 
 @dataclass(slots=True)
@@ -29,8 +31,9 @@ class A2ARequest:
 
     @property
     def jsonrpc_id(self) -> str | None:
-        """The JSON-RPC id as text (the `jsonrpc_id` column)."""
-        return None if self.rpc_id is None else str(self.rpc_id)
+        """The JSON-RPC id as text (the `jsonrpc_id` column): a string or number as it reads, any other value
+        (which JSON-RPC forbids, and `wrong_type:id` says) as its JSON, bounded."""
+        return id_text(self.rpc_id)
 
     @property
     def streaming(self) -> bool:
@@ -165,12 +168,18 @@ def _has_a2a_headers(headers: Headers) -> bool:
     return any(headers.get(h) for h in ("a2a-version", "a2a-extensions", "x-a2a-extensions"))
 
 
-def _parse(body: bytes | None) -> tuple[Any, str | None]:
-    """The parsed body, or None and why no parser takes it."""
+def _parse(body: bytes | None, headers: Headers, read: list[str]) -> tuple[Any, str | None]:
+    """The parsed body, or None and why no parser takes it. A body that is not UTF-8 is read by its declared
+    charset, or with its odd bytes replaced, and `read` says so (charset.py)."""
     if not body:
         return None, None
     try:
-        return fastjson.loads(body), None
+        try:
+            return fastjson.loads(body), None
+        except UnicodeDecodeError:
+            doc, note = loads_not_utf8(body, headers.get("content-type"), "request")
+            read.append(note)
+            return doc, None
     except RecursionError:
         return None, "json_too_deep"
     except fastjson.TooManyValues:
@@ -212,12 +221,15 @@ def classify(
         body = None
 
     doc: Any = _UNPARSED
+    read: list[str] = []  # how a body that is not UTF-8 was read
     # (`bytes.find`, not `in`: `in` tries the argument as an integer first, raising and clearing a TypeError)
     if verb == "POST" and body and (body.find(b"jsonrpc") >= 0 or _may_hide_jsonrpc(body, len(body))):
-        doc, why = _parse(body)
+        doc, why = _parse(body, headers, read)
         if why is None:
             req = _classify_jsonrpc(origin + path, headers, doc)
             if req is not None:
+                if read:
+                    req.anomalies += read
                 if (
                     body.find(b'"jsonrpc"') < 0 or body.find(b'"method"') < 0
                 ):  # keys seen only once parsed: escaped, UTF-16/32
@@ -242,7 +254,7 @@ def classify(
         from .push import classify_push  # push imports this module
 
         why = unparsed if body is None and prefix is not None else "not_seen" if body is None else None
-        push = classify_push(origin, path, headers, body, doc, why, notes)
+        push = classify_push(origin, path, headers, body, doc, why, [*notes, *read])
         if push is not None:
             return push
     if verb == "POST" and body is None and prefix is None and route is None and _has_a2a_headers(headers):
@@ -255,7 +267,7 @@ def classify(
         i, m, head = route
         _, _, operation, certain, _ = _REST_ROUTES[i]
         base = head + m["base"]
-        params, why = (doc, None) if doc is not _UNPARSED else _parse(body)
+        params, why = (doc, None) if doc is not _UNPARSED else _parse(body, headers, read)
         if why is not None:
             unparsed = why
         if operation == "PushNotificationConfig":
@@ -278,7 +290,9 @@ def classify(
             params=params,
             task_id=task,
             certain=sure,
-            anomalies=notes + ([] if unparsed in (None, "body_too_large") else [f"request_not_parsed:{unparsed}"]),
+            anomalies=notes
+            + read
+            + ([] if unparsed in (None, "body_too_large") else [f"request_not_parsed:{unparsed}"]),
         )
     return None
 
@@ -384,6 +398,8 @@ def _classify_jsonrpc(url: str, headers: Headers, doc: Any) -> A2ARequest | None
     if doc.get("jsonrpc") != "2.0":
         anomalies.append(f"jsonrpc_version:{clip(doc.get('jsonrpc'))}")
     rid = doc.get("id")
+    if rid is not None and rid.__class__ is not str and rid.__class__ is not int and rid.__class__ is not float:
+        anomalies.append(f"wrong_type:id={type(rid).__name__}")
     params = doc.get("params")
     return A2ARequest(
         "jsonrpc",

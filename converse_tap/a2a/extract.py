@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from . import fastjson, urls
+from .charset import NOT_UTF8, reread
 from .classify import A2ARequest, classify
 from .constants import CONVERSE_URI, PUSH_AGENT, PUSH_BINDING, TERMINAL_TASK_STATES
 from .exchange import HttpExchange
@@ -189,7 +190,8 @@ class Extractor:
         row["dialect"] = req.dialect
         row["method"] = req.method
         row["method_raw"] = req.method_raw
-        row["jsonrpc_id"] = None if req.rpc_id is None else str(req.rpc_id)  # (req.jsonrpc_id)
+        rid = req.rpc_id
+        row["jsonrpc_id"] = None if rid is None else rid if rid.__class__ is str else req.jsonrpc_id
         row["a2a_version"] = hdr.get("a2a-version")
         row["extensions_requested"] = requested
         row["extensions_echoed"] = echoed
@@ -236,6 +238,8 @@ class Extractor:
         if ev.oversize:
             row["anomalies"].append(f"sse_event_too_large:{i}")
             return
+        if ev.not_utf8:
+            row["anomalies"].append(f"sse_event_not_utf8:{i}")
         doc, err = _loads(ev.data)
         if err:
             row["anomalies"].append(f"{err}:event[{i}]")
@@ -311,6 +315,8 @@ class Extractor:
                 row["complete"] = True  # the client left after the final event: nothing was missed
         elif ex.response_body is not None and ex.response_body.strip():
             doc, err = _loads(ex.response_body)
+            if err == NOT_UTF8:  # one odd byte costs its own characters, not the reply
+                doc, err = reread(ex.response_body, content_type, "response", row["anomalies"])
             if err:
                 if content_type.startswith("application/json") or "a2a" in content_type or req.certain:
                     row["anomalies"].append(err)

@@ -14,6 +14,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from . import fastjson
+from .charset import loads_not_utf8
 from .classify import _UNPARSED, A2ARequest, _has_a2a_headers, _version_dialect
 from .constants import PUSH_BINDING, PUSH_METHOD, ROLES, TASK_STATE_NUMBERS, TASK_STATES
 from .headers import Headers
@@ -61,11 +62,16 @@ def classify_push(
     token = headers.get(TOKEN_HEADER) is not None
     if not token and not may_be_push(headers, body):
         return None
+    read: list[str] = []  # how a body that is not UTF-8 was read (charset.py)
     if doc is _UNPARSED:
         doc = None
         if body:
             try:
-                doc = fastjson.loads(body)
+                try:
+                    doc = fastjson.loads(body)
+                except UnicodeDecodeError:
+                    doc, note = loads_not_utf8(body, headers.get("content-type"), "request")
+                    read.append(note)
             except RecursionError:
                 unparsed = "json_too_deep"
             except fastjson.TooManyValues:
@@ -79,7 +85,7 @@ def classify_push(
         return None
     v03 = isinstance(doc, dict) and "kind" in doc
     dialect = _version_dialect(headers) or shape or ("v0.3" if v03 else "v1.0")
-    anomalies = list(notes)
+    anomalies = [*notes, *read]
     if unparsed is not None:
         anomalies.append(f"request_not_parsed:{unparsed}")
     return A2ARequest(

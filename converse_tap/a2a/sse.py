@@ -15,6 +15,7 @@ class SseEvent:
     id: str | None = None
     received: float | None = None
     oversize: bool = False
+    not_utf8: bool = False  # its data held bytes that are not UTF-8, read as U+FFFD (as the standard says)
 
 
 class SseParser:
@@ -271,13 +272,19 @@ class SseParser:
         self.dispatched += 1
         ev = None
         if not self.count_only:
+            try:
+                data = "" if self._oversize else b"\n".join(self._data).decode("utf-8")
+            except UnicodeDecodeError:
+                data = None
             ev = SseEvent(
-                data="" if self._oversize else b"\n".join(self._data).decode("utf-8", "replace"),
+                data=b"\n".join(self._data).decode("utf-8", "replace") if data is None else data,
                 event=self._event.decode("utf-8", "replace") if self._event else "message",
                 id=self._id,
                 received=received,
                 oversize=self._oversize,
             )
+            if data is None:
+                ev.not_utf8 = True
         self._data.clear()
         self._data_bytes = 0
         self._event = None

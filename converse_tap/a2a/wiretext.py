@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -127,3 +128,11 @@ def bound_keys(out: Extraction) -> None:
                         got = done[value] = bounded_key(value)
                     row[key] = got
                     row["anomalies"].append(f"value_clipped:{key}")
+
+
+def id_text(rid: Any) -> str | None:
+    """A JSON-RPC id as text (the `jsonrpc_id` column): a string or number as it reads, any other value (which
+    JSON-RPC forbids: `true`, an object) as its JSON, bounded like a key."""
+    if rid is None or rid.__class__ is str or rid.__class__ is int or rid.__class__ is float:
+        return None if rid is None else str(rid)
+    return bounded_key(json.dumps(rid, separators=(",", ":"), ensure_ascii=False, default=str))
