@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from . import objstore
 from .compat import _plain, incompatible, narrowing
 from .filekind import file_kind as file_kind  # re-exported: readers name it from here
-from .schema import PARTITION_TS, TABLES, parquet_options, with_version
+from .schema import METADATA_KEY, PARTITION_TS, SCHEMA_VERSION, TABLES, parquet_options, with_version
 
 JOURNAL_DIR = "_journal"
 SALT_FILE = "_salt"
@@ -262,7 +262,7 @@ def schema_problem(schema: pa.Schema, table: str, checked: bool = False) -> str 
     names = set(schema.names)
     missing = [c for c in KEY_COLUMNS[table] if c not in names]
     if missing:
-        return f"another schema (no {', '.join(missing)} column)"
+        return _newer(schema, table, f"another schema (no {', '.join(missing)} column)")
     expected = _EXPECTED[table]
     wrong = [
         f"{f.name} is {f.type}, not {_plain(expected[f.name])}"
@@ -270,7 +270,26 @@ def schema_problem(schema: pa.Schema, table: str, checked: bool = False) -> str 
         if f.name in expected
         and (incompatible(f.type, expected[f.name]) or (not checked and narrowing(f.type, expected[f.name])))
     ]
-    return "wrong column types: " + "; ".join(wrong) if wrong else None
+    problem = "wrong column types: " + "; ".join(wrong) if wrong else None
+    return _newer(schema, table, problem)
+
+
+def _newer(schema: pa.Schema, table: str, problem: str | None) -> str | None:
+    """A file written by a newer converse-tap (its schema version above ours) is read only when it holds every
+    column of ours in its type: a column it renamed or dropped would be read as all null (as for a file older than
+    the column), and a figure counted from it silently wrong or zero. Said so, with what to do."""
+    version = (schema.metadata or {}).get(METADATA_KEY, b"")
+    if not version.isdigit() or int(version) <= SCHEMA_VERSION:
+        return problem
+    lacking = [name for name in _EXPECTED[table] if name not in schema.names]
+    if lacking:
+        problem = (problem + "; " if problem else "") + f"no {', '.join(lacking)} column"
+    if problem is None:
+        return None
+    return (
+        f"{problem}: written by a newer converse-tap (schema version {int(version)}; this one reads up to "
+        f"{SCHEMA_VERSION}); upgrade converse-tap to read it"
+    )
 
 
 def open_regular(path: Path) -> int:
