@@ -41,7 +41,11 @@ from .common import _duration, _engine_check, _fmt, _report, _skipped, _window, 
     help="Output format.",
 )
 @click.option(
-    "--output", "-o", type=click.Path(dir_okay=False), callback=output_option, help="Write to FILE, not stdout (- is stdout)."
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False),
+    callback=output_option,
+    help="Write to FILE, not stdout (- is stdout).",
 )
 @click.option(
     "--by",
