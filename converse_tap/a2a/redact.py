@@ -15,8 +15,10 @@ import orjson
 from .redact_secrets import (
     PLAIN_KEYS,
     hidden,
+    hidden_text,
     hides_a_secret,
     is_secret_json_key,
+    lone_secret_pair,
     named_secret_value,
     pair_list,
     secret_pair,
@@ -108,6 +110,8 @@ class Redaction:
             elif t is list:
                 if v and type(v[0]) is list and pair_list(v) and any(secret_pair(x) for x in v):
                     return True  # `[["Authorization", "Bearer …"], …]`
+                if len(v) == 2 and type(v[0]) is str and lone_secret_pair(v[0], v[1], False):
+                    return True  # `["X-Api-Key", "…"]`
                 extend(v)
             elif isinstance(v, str):
                 keep(str(v))
@@ -118,6 +122,8 @@ class Redaction:
                 extend(v.values())
             elif isinstance(v, list):
                 if v and pair_list(v) and any(secret_pair(x) for x in v):
+                    return True
+                if len(v) == 2 and isinstance(v[0], str) and lone_secret_pair(v[0], v[1], False):
                     return True
                 extend(v)
         if self.patterns:
@@ -135,7 +141,7 @@ class Redaction:
         """A copy of a JSON value with every string (keys too) redacted as free text (for a stored agent card), and
         the text under a secret-named key (`token`, `credentials`, `client_secret`: a push-notification config; the
         `value` of a `{"name": <secret name>, "value": …}` pair; the value of a `[<secret name>, …]` pair in a list
-        of pairs) replaced whole.
+        of pairs, or of a header's pair alone: `redact_secrets.lone_secret_pair`) replaced whole.
         A loop, not a recursion: a document is nested as deep as json.loads reads (over 1,000 levels)."""
         pending: list[tuple[Any, Any]] = []
 
@@ -159,6 +165,8 @@ class Redaction:
                     target[self.log_text(k) if isinstance(k, str) else k] = copy(v)
             elif source and pair_list(source):  # `[["Authorization", "Bearer …"], …]`: a secret name's value goes
                 target.extend(copy([x[0], hidden(x[1])] if secret_pair(x) else x) for x in source)
+            elif len(source) == 2 and isinstance(source[0], str) and lone_secret_pair(source[0], source[1], False):
+                target.extend((copy(source[0]), hidden_text(source[1])))  # `["X-Api-Key", "…"]`: a header's pair
             else:
                 target.extend(copy(v) for v in source)
         return root

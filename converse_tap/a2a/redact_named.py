@@ -3,7 +3,8 @@
 `key_values(text)` replaces it in: connection strings (`Password=…;`, `Pwd={…}`, `AccountKey=…`,
 `SharedAccessSignature=…`), the rest of an AWS SigV4 `Authorization` header (`Credential=…, SignedHeaders=…,
 Signature=…`), echoed secret headers (`X-Api-Key: …`, `X-A2A-Notification-Token: …`), cookies (`Cookie: a=b; c=d`,
-`Set-Cookie: …`), JSON or Python-dict text (`"token": "…"`, `'credentials': '…'`), JSON text escaped once or more
+`Set-Cookie: …`), JSON or Python-dict text (`"token": "…"`, `'credentials': '…'`, `'password': b'…'`), subscripts
+(`os.environ["API_KEY"] = "…"`), markdown (`**Password:** …`), JSON text escaped once or more
 inside a JSON string (`{\\"client_secret\\":\\"…\\"}`, `\\\\\\"token\\\\\\": …`), and prose (`Password: hunter`,
 `the API key is abcdef`, `login with password 'hunter'`, `token f3kq9zvbx7`), where `redact_prose` says what is
 a value and what a word about it.
@@ -47,13 +48,14 @@ def may_hold_key_value(text: str) -> bool:
     )
 
 
-# `name`, then `=` or `:` (or `=>`: PHP's and Ruby's arrays and hashes, `'password' => '…'`), or a space and an
-# optional `is`/`was` (`password is …`, `password 'hunter'`). The name may be quoted (`"token":`, `'token':`,
-# `\"token\":`, `\\\"token\\\":`, JSON text escaped once or more). A name starts where a run of name characters
-# starts (never inside one) and is at most 64 characters long: each start is tried once
+# `name`, then `=` or `:` (or `=>`: PHP's and Ruby's arrays and hashes, `'password' => '…'`; markdown's bold around
+# it: `**Password:** …`), or a space and an optional `is`/`was` (`password is …`, `password 'hunter'`). The name may
+# be quoted (`"token":`, `'token':`, `\"token\":`, `\\\"token\\\":`, JSON text escaped once or more), and a
+# subscript (`os.environ["API_KEY"] = …`). A name starts where a run of name characters starts (never inside one)
+# and is at most 64 characters long: each start is tried once
 _NAME_SEP = re.compile(
-    r"(?<![A-Za-z0-9_.-])(?P<q>\\*+[\"'])?(?P<name>[A-Za-z_-][A-Za-z0-9_.-]{0,63}+)(?(q)\\*+[\"'])"
-    r"(?:[ \t]*+(?P<sep>[=:])(?![=:/])(?:(?<==)>)?[ \t]*+|[ \t]++(?:(?P<verb>is|was)[ \t]++)?)"
+    r"(?<![A-Za-z0-9_.-])(?P<q>\\*+[\"'])?(?P<name>[A-Za-z_-][A-Za-z0-9_.-]{0,63}+)(?(q)\\*+[\"']\]?+)"
+    r"(?:\*{0,2}+[ \t]*+(?P<sep>[=:])(?![=:/])(?:(?<==)>)?\*{0,2}+[ \t]*+|[ \t]++(?:(?P<verb>is|was)[ \t]++)?)"
 )
 # values, each read from where its name ends; a closing quote or brace is optional, so that a match never fails
 # after reading (and so nothing is read twice)
@@ -73,6 +75,7 @@ _COOKIE_NAMES = frozenset({"cookie", "set-cookie", "cookie2", "set-cookie2"})
 # the opening of a list whose first item is read as the value: a quoted item, or a bare one that closes the list
 # (Go prints `map[X-Api-Key:[…]]`)
 _LIST_ITEM = re.compile(r"\[[ \t]*+(?=\\*+[\"']|[^\s;,&?#'\"<>\\(){}\[\]]++\])")
+_BYTES_OPEN = ("b'", 'b"')
 _NOT_VALUES = frozenset({"null", "none", "true", "false", "undefined", "nil"})
 _CAMEL = re.compile(r"[a-z][A-Z]")
 
@@ -101,6 +104,9 @@ def _value(text: str, pos: int, m: re.Match[str], low: str, strong: bool) -> tup
             return None  # (`signatures=[f(x) for x in …]` is code, not a value)
         pos = item.end()
     head = text[pos : pos + 2]
+    if head in _BYTES_OPEN:  # a bytes literal as Python prints one: `'password': b'…'`
+        pos += 1
+        head = text[pos : pos + 2]
     quote = head[:1] in "\"'\\"
     if sep is None:  # `password is …`, `password 'hunter'`, `token f3kq9zvbx7`: strong names, and `token`
         if not strong and "token" not in low:

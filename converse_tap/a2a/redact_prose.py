@@ -75,7 +75,8 @@ _STATUS = """
     what when where whose while must should shall can cannot could will would may might need needs needed
     required require requires missing invalid expired expires expiring incorrect wrong empty blank unset set
     reset changed unchanged change updated update rotated rotate revoked disabled enabled locked unlocked
-    accepted rejected refused denied ok okay valid verified unverified unknown optional provided given present
+    accepted rejected refused denied granted pending approved ok okay valid verified unverified unknown optional
+    provided given present
     absent hidden masked redacted omitted removed sent stored saved too weak strong short long same new old
     mismatch mismatched failed failure error errors see above below field fields value values hint policy rules
     yes true false please only any all each every at least most minimum maximum min max chars characters

@@ -2,7 +2,8 @@
 and shapes that span more than one run of token characters.
 
 - `is_secret_text_name(name)`, `is_secret_json_key(key)`: names whose value is a credential, in free text (read by
-  `redact_named.key_values`) and as a key of a stored document (`hides_a_secret`, `hidden`).
+  `redact_named.key_values`) and as a key of a stored document (`hides_a_secret`, `hidden`); `lone_secret_pair`:
+  a header's `[name, value]` pair written alone (`["X-Api-Key", "…"]`), told from a list of two tags.
 - `hook_path(path, hook_host)`: random-looking path segments after a webhook segment (`/api/webhooks/<id>/<token>`,
   `/webhookb2/…`), or anywhere in the path of a webhook host (`hooks.slack.com/services/T…/B…/<secret>`).
 - `wide_shapes(text)`: PEM private key blocks, and an AWS access key id with the secret key written after it.
@@ -14,7 +15,7 @@ import re
 from itertools import pairwise
 from typing import Any
 
-from .redact_prose import random_letters
+from .redact_prose import STATUS_WORDS, looks_generated, random_letters
 
 REDACTED = "[REDACTED]"
 
@@ -29,14 +30,14 @@ _SECRET_WORD = re.compile(
     r"signature|credential|cookie"
 )
 # names that are credentials whole, whatever the tail rule below says (`sid` ends like an `id`)
-_SECRET_EXACT = frozenset({"pass", "pw", "pwd", "sig", "sid", "auth", "apikey", "sessid", "session", "token"})
+_SECRET_EXACT = frozenset({"pass", "pw", "pwd", "sig", "sid", "auth", "apikey", "sessid", "session", "token", "bearer"})
 # a name for something about a credential, not the credential: `token_type`, `tokenUrl`, `AccessKeyId`,
 # `SharedAccessKeyName`, `password_hint`, `credential_provider`, `signatureAlgorithm`, `tokenUsage`
 _NOT_SECRET_TAIL = re.compile(
     r"(?:name|id|ids|type|url|uri|endpoint|expiry|expires?|expires[-_]?(?:in|at)|count|length|len|size|header|"
     r"path|file|mode|scope|scopes|format|method|kind|hint|version|policy|provider|field|prompt|required|limit|"
     r"ttl|timeout|age|algorithm|location|in|enabled|rotation|set|usage|used|budget|total|remaining|estimate|cost|"
-    r"rate|quota|limits)$"
+    r"rate|quota|limits|stdin|audience|issuer|lifetime)$"
 )
 _SESSION_ID = re.compile(r"(?:sess(?:ion)?[-_.]?id|(?:^|[-_.])sid)$")  # `JSESSIONID`, `PHPSESSID`, `connect.sid`
 
@@ -145,6 +146,39 @@ def pair_list(v: list[Any]) -> bool:
 def secret_pair(x: list[Any]) -> bool:
     """A `[name, value]` pair (of a `pair_list`) whose value the name marks as a credential."""
     return is_secret_json_key(x[0]) and secret_text_in(x[1])
+
+
+# an Authorization header's scheme at the start of a value (`Bearer …`, `AWS4-HMAC-SHA256 Credential=…`)
+_SCHEME = re.compile(
+    r"(?i)(?:basic|bearer|digest|negotiate|ntlm|token|dpop|mac|hoba|apikey|aws4-hmac-sha256)[ \t]++(?=\S)"
+)
+
+
+def hidden_text(value: str) -> str:
+    """A header's value as stored: `[REDACTED]`, after its scheme when it starts with one (`Bearer [REDACTED]`)."""
+    scheme = _SCHEME.match(value)
+    return REDACTED if scheme is None else scheme.group() + REDACTED
+
+
+# names of headers whose value is a credential, written without a `-` (`Authorization`, `Cookie`)
+_HEADER_NAMES = frozenset({"authorization", "cookie", "cookie2"})
+
+
+def lone_secret_pair(name: str, value: object, any_case: bool) -> bool:
+    """Whether a two-item list or tuple that is no item of a list of pairs (`["X-Api-Key", "…"]`, `("Authorization",
+    "…")`) pairs a header's name with its value: the name a secret name written as a header's (with a `-`, or
+    `Authorization`/`Cookie`; with a capital letter unless `any_case`: gRPC metadata in text is lower case) and the
+    value text that is no word about it (STATUS_WORDS); or any secret name and a value that `looks_generated` and
+    is no secret name itself. A list of two tags (`["token", "password"]`, `["api-key", "security"]` in a
+    document) stays."""
+    if not _text(value) or not is_secret_json_key(name):
+        return False
+    assert isinstance(value, str)
+    if value.lower() in STATUS_WORDS:
+        return False
+    if ("-" in name or name.lower() in _HEADER_NAMES) and (any_case or not name.islower()):
+        return True
+    return looks_generated(value) and not is_secret_json_key(value)
 
 
 # JSON keys that name no credential (`messageId`, `coverage`, `title`...), as `hides_a_secret` found them

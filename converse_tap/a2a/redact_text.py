@@ -9,15 +9,20 @@
 - request lines in text (`GET /tasks/T1;jsessionid=…`, the HTTP+JSON `method_raw`): the target as a URL;
 - URLs: `scheme://…`, `scheme:\\/\\/…` (JSON-escaped slashes), the WHATWG forms of the special schemes
   (`http:/\\u:pw@h`, `http:u:pw@h`) and scheme-relative `//host/…`; userinfo after any of them is dropped;
-- userinfo without a scheme before a `host:port` (`user:pw@grpc.agent.test:443`);
+- userinfo without a scheme before a `host:port` (`user:pw@grpc.agent.test:443`) or a dotted host and a path
+  (HTTPie's `http ann:pw@api.test/x`);
 - echoed credentials of an `Authorization`/`Proxy-Authorization` header (`Authorization: Basic dXNl…`; without a
-  scheme, a value quoted, or of 8+ characters with a digit or a symbol, or that `redact_prose.looks_generated`),
-  and a `Bearer` token wherever it stands, unless it is a word said about the scheme (`Bearer sunshine` goes,
-  `Bearer authentication` stays);
+  scheme, any value but a word said about the header or a placeholder: `Authorization: sunshine` goes,
+  `Authorization: required` and `Authorization: Bearer $TOKEN` stay), and a `Bearer` token wherever it stands,
+  unless it is a word said about the scheme (`Bearer sunshine` goes, `Bearer authentication` stays) or `bearer` is
+  a noun of prose (`the torch bearer carried the flame`);
 - first of all, the values of secret-named `name=value` / `name: value` / `name is value` pairs (connection
-  strings, cookies, echoed secret headers, JSON and dict text, prose: `redact_named.key_values`) and of header
-  lists written as pairs (`[('X-Api-Key', '…')]`, `{"name": "X-Api-Key", "value": "…"}`: `redact_pairs`), and
-  last, webhook URLs written without a scheme (`hooks.slack.com/services/…/<secret>`: `redact_secrets.hook_words`).
+  strings, cookies, echoed secret headers, JSON and dict text, prose: `redact_named.key_values`), of header
+  lists written as pairs, of a header's pair alone and of credentials passed to a call (`[('X-Api-Key', '…')]`,
+  `("X-Api-Key", "…")`, `HTTPBasicAuth('ann', '…')`: `redact_pairs`) and the credentials of command lines and
+  `.netrc` entries (`curl -u ann:…`, `--password …`: `redact_cli`); last, webhook URLs written without a scheme
+  (`hooks.slack.com/services/…/<secret>`: `redact_secrets.hook_words`), and words percent-encoded that decode to
+  any of the above (`Authorization%3A%20Bearer%20…`: `redact_percent`).
   (Credentials written in base64 are found with the shapes: `redact_b64`.)
 """
 
@@ -27,11 +32,13 @@ import re
 from collections.abc import Callable
 
 from .redact_b64 import may_hold_base64
+from .redact_cli import command_lines, may_hold_command
 from .redact_named import key_values, may_hold_key_value
-from .redact_pairs import may_hold_pairs, pairs
+from .redact_pairs import auth_calls, may_hold_auth_call, may_hold_pairs, pairs
+from .redact_percent import may_hold_percent, percent_words
 from .redact_prose import STATUS_WORDS, looks_generated
 from .redact_secrets import hook_words
-from .redact_url import _CANDIDATE, REDACTED, nested_url
+from .redact_url import _CANDIDATE, REDACTED, nested_url, redact_shapes
 
 # where a URL may start in text: after a delimiter (or at the start), never inside a word or a path
 _AFTER = r"(?<![^\s'\"<>(\[{=,])"
@@ -87,6 +94,9 @@ def may_change(text: str) -> bool:
         or "PRIVATE KEY" in text
         or may_hold_key_value(text)
         or may_hold_base64(text)
+        or may_hold_command(text)
+        or may_hold_percent(text)
+        or may_hold_auth_call(text)
     )
 
 
@@ -162,23 +172,26 @@ def quoted_heads(text: str, url: Callable[[str], str]) -> str:
 _REQUEST_TARGET = re.compile(
     r"(?<![A-Za-z0-9_-])((?:GET|HEAD|POST|PUT|DELETE|PATCH|OPTIONS|TRACE|CONNECT) +)(/[^\s'\"<>]*)"
 )
-# `user:pw@host:port` with no scheme: userinfo before a host and a port (a gRPC address), dropped. Possessive and
-# bounded, so that no start is scanned twice
+# `user:pw@host:port` with no scheme: userinfo before a host and a port (a gRPC address), or before a dotted host
+# and a path (HTTPie's `http ann:pw@api.test/x`), dropped. Possessive and bounded, so that no start is scanned twice
 _SCHEMELESS = re.compile(
     rf"{_AFTER}[A-Za-z0-9._~%!$&*+-]++:[^\s'\"<>/@]{{0,256}}+@"
-    r"(?=(?:\[[0-9A-Fa-f:.]*\]|[A-Za-z0-9.-]+):[0-9]{1,5}(?![0-9A-Za-z.-]))"
+    r"(?=(?:\[[0-9A-Fa-f:.]*\]|[A-Za-z0-9.-]+):[0-9]{1,5}(?![0-9A-Za-z.-])|[A-Za-z0-9-]++(?:\.[A-Za-z0-9-]++)++/)"
 )
-# an echoed Authorization header (also as a list: Go's `map[Authorization:[…]]`): its scheme stays, its credentials
-# go; without a scheme, a quoted value, or one that looks like a credential (`_auth`: `Authorization: required`
-# stays). Atomic, so that a value already redacted is not taken for the credentials of a scheme
+# an echoed Authorization header (also as a list: Go's `map[Authorization:[…]]`; JSON escaped inside a string,
+# `{\"Authorization\": \"…\"}`; Ruby's and PHP's `=>`; `headers["Authorization"] = …`; markdown's
+# `**Authorization:** …`): its scheme stays, its credentials go; without a scheme, any run but a word said about
+# the header (`_auth`: `Authorization: required` stays). Atomic, so that a value already redacted is not taken for
+# the credentials of a scheme
 _AUTH = re.compile(
-    r"(?i)(?<![a-z0-9-])((?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*(?:(?P<list>\[)(?!REDACTED\])[ \t]*)?"
-    r"(?P<quote>[\"'])?(?P<scheme>(?>(?:basic|bearer|digest|negotiate|ntlm|token|dpop|mac|hoba|apikey|"
-    r"aws4-hmac-sha256)[ \t]+(?=[^\s'\",;])))?)"
-    r"(?!\[REDACTED\])(?P<value>(?(list)[^\s'\",;\]]|[^\s'\",;])+)"
+    r"(?i)(?<![a-z0-9-])((?:proxy-)?authorization(?:\\{0,8}[\"']\]?+)?\*{0,2}+[ \t]*(?:=>|[:=])\*{0,2}+[ \t]*"
+    r"(?:(?P<list>\[)(?!REDACTED\])[ \t]*)?"
+    r"(?P<quote>\\{0,8}[\"'])?(?P<scheme>(?>(?:basic|bearer|digest|negotiate|ntlm|token|dpop|mac|hoba|apikey|"
+    r"aws4-hmac-sha256)[ \t]+(?=[^\s'\",;\\])))?)"
+    r"(?!\[REDACTED\])(?P<value>(?(list)[^\s'\",;\]\\]|[^\s'\",;\\])+)"
 )
 _SYMBOL = re.compile(r"[0-9+/=._~-]")
-_BEARER = re.compile(r"(?i)(?<![a-z0-9])(bearer[ \t]+)([a-z0-9._~+/-]{3,}=*)")
+_BEARER = re.compile(r"(?i)(?<![a-z0-9])(bearer(?:[ \t]++|[ \t]*+[:=][ \t]*+))([a-z0-9._~+/-]{3,}=*)")
 # words that follow `Bearer` in what is said about the scheme rather than a token (`Bearer authentication`, `Bearer
 # tokens only`, `the bearer of`...; and STATUS_WORDS: `Bearer required`, `bearer must`)
 _ABOUT_BEARER_WORDS = """
@@ -187,13 +200,36 @@ _ABOUT_BEARER_WORDS = """
     bond bonds instrument instruments
 """
 _ABOUT_BEARER = frozenset(_ABOUT_BEARER_WORDS.split())
+# an Authorization header's schemes, each named alone after it (`Authorization: Bearer`), and words that name the
+# header before `bearer` (`authorization bearer …`: a token follows)
+_SCHEMES_WORDS = "basic bearer digest negotiate ntlm token dpop mac hoba apikey aws4-hmac-sha256 oauth oauth2 none"
+_SCHEMES = frozenset(_SCHEMES_WORDS.split())
+_AUTH_WORDS = frozenset({"authorization", "auth", "header", "scheme", "using", "use", "send", "sent", "with"})
 
 
 def _auth(m: re.Match[str]) -> str:
+    """Credentials after an `Authorization:` name go: after a scheme, quoted, or a run of any other text (a header's
+    value needs no scheme: `Authorization: sunshine`), unless the run is a word said about the header (STATUS_WORDS,
+    a scheme's name alone: `Authorization: required`, `Authorization: Bearer`) or a placeholder (`$TOKEN`)."""
     value = m.group("value")
+    if (not m.group("scheme") and value.lower() in _SCHEMES) or _PLACEHOLDER.fullmatch(value):
+        return m.group()  # a scheme's name alone (before credentials redacted: `"Bearer [REDACTED]"`), `$TOKEN`
     if m.group("scheme") or m.group("quote") or (len(value) >= 8 and _SYMBOL.search(value)) or looks_generated(value):
         return m.group(1) + REDACTED
-    return m.group()
+    head = _UNTIL_BRACKET.match(value)
+    word = head.group().rstrip(_SENTENCE_END) if head else ""
+    low = word.lower()
+    if not word or low in STATUS_WORDS or low in _ABOUT_BEARER or low in _SCHEMES:
+        return m.group()  # (and code: `"Authorization":[]string{…}`, Go's header literal, whose items are read alone)
+    return m.group(1) + REDACTED + value[len(word) :]
+
+
+# what documentation writes for credentials, not a credential: `$TOKEN`, `${API_KEY}`, `<your-token>`, `{token}`,
+# `%TOKEN%`
+_PLACEHOLDER = re.compile(
+    r"\$\{?[A-Za-z_][A-Za-z0-9_]{0,63}\}?|<[^<>\s]{1,64}>|\{[A-Za-z_][A-Za-z0-9_.-]{0,63}\}|%[A-Z_]{1,64}%"
+)
+_UNTIL_BRACKET = re.compile(r"[^()\[\]{}<>]*+")
 
 
 def _bearer(m: re.Match[str]) -> str:
@@ -209,9 +245,35 @@ def _bearer(m: re.Match[str]) -> str:
         return m.group()  # a longer name, or an auth-param (`WWW-Authenticate: Bearer realm="…"`)
     word = value.rstrip(_SENTENCE_END)
     low = word.lower()
-    if len(word) < 3 or low in STATUS_WORDS or low in _ABOUT_BEARER:
+    if len(word) < 3 or low in STATUS_WORDS or low in _ABOUT_BEARER or _bearer_in_prose(m, word):
         return m.group()
     return m.group(1) + REDACTED + value[len(word) :]
+
+
+# the word before `bearer` that makes it a noun (`the bearer cheque`, `a bearer bond`)
+_DETERMINER_WORDS = "a an the this that these those its his her their our your my each every any no whose"
+_DETERMINERS = frozenset(_DETERMINER_WORDS.split())
+_WORD_BEFORE = re.compile(r"(?<![A-Za-z0-9_:'\"\[(=-])([A-Za-z]{1,20})[ \t]+\Z")
+_SENTENCE_GOES_ON = re.compile(r"[ \t]+[a-z]")
+
+
+def _bearer_in_prose(m: re.Match[str], word: str) -> bool:
+    """`bearer` as a noun of prose, and the word after it a word of the sentence (`the torch bearer carried the
+    flame`, `a bearer cheque is payable`), not a token: a word of lower-case letters that the sentence goes on
+    after, with a determiner before `bearer`, or `bearer` written in lower case after a word of the sentence
+    (not `authorization bearer …`, not after a word of STATUS_WORDS: `was bearer …`)."""
+    if not (word.isalpha() and word.islower() and word == m.group(2)) or not m.group(1)[6:].isspace():
+        return False  # (`bearer=…`, `bearer: …` is no prose)
+    text, start = m.string, m.start()
+    if not _SENTENCE_GOES_ON.match(text, m.end()):
+        return False
+    before = _WORD_BEFORE.search(text, max(0, start - 24), start)
+    if before is None:
+        return False
+    prev = before.group(1).lower()
+    if prev in _DETERMINERS:
+        return True
+    return m.group(1)[0] == "b" and before.group(1).islower() and prev not in STATUS_WORDS and prev not in _AUTH_WORDS
 
 
 _SENTENCE_END = ".:!?"
@@ -229,13 +291,18 @@ def _text_url(m: re.Match[str], url: Callable[[str], str]) -> str:
     return url(m.group())
 
 
-def free_text(text: str, url: Callable[[str], str]) -> str:
+def free_text(text: str, url: Callable[[str], str], percent: bool = True) -> str:
     """`text` with the credentials this module's doc lists taken out (`url` redacts one URL); shapes are left
-    to the caller."""
-    if may_hold_key_value(text):  # first: a value read as a URL would lose only its part before a `/`
+    to the caller. `percent`: also words percent-encoded (False for a word already decoded)."""
+    named = may_hold_key_value(text)
+    if may_hold_auth_call(text) and may_hold_pairs(text):  # before `auth=` takes its callee for its value
+        text = auth_calls(text)  # `auth=HTTPBasicAuth('ann', '…')`, `ftp.login('ann', '…')`
+    if named:  # first: a value read as a URL would lose only its part before a `/`
         text = key_values(text)
-        if may_hold_pairs(text):  # header lists as pairs: `[('X-Api-Key', '…')]`, `{"name": …, "value": …}`
-            text = pairs(text)
+    if (named or _auth_hint(text)) and may_hold_pairs(text):
+        text = pairs(text)  # header lists as pairs: `[('X-Api-Key', '…')]`, `{"name": …, "value": …}`
+    if named or may_hold_command(text):  # `curl -u ann:…`, `--password …`, `mysql -p…`, `.netrc` entries
+        text = command_lines(text)
     if "b'" in text or 'b"' in text:
         text = quoted_heads(text, url)
     if " /" in text:
@@ -245,5 +312,13 @@ def free_text(text: str, url: Callable[[str], str]) -> str:
     if "@" in text:
         text = _SCHEMELESS.sub("", text)
     if _auth_hint(text):
-        text = _BEARER.sub(_bearer, _AUTH.sub(_auth, text))
-    return hook_words(text)
+        text = auth_headers(text)
+    text = hook_words(text)
+    if percent and may_hold_percent(text):
+        text = percent_words(text, lambda decoded: redact_shapes(free_text(decoded, url, False)))
+    return text
+
+
+def auth_headers(text: str) -> str:
+    """Echoed `Authorization` credentials and `Bearer` tokens replaced (the caller has seen `_auth_hint`)."""
+    return _BEARER.sub(_bearer, _AUTH.sub(_auth, text))

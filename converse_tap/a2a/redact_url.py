@@ -3,7 +3,7 @@
 The built-in rules of `redact.Redaction.url` (`_builtin`), and the credential shapes free-text redaction looks
 for too. Percent-encoding is undone (a few rounds, bounded) before a path segment or a query value is checked,
 and a URL carried inside a query value (`?next=https%3A%2F%2F…%3Ftoken%3D…`, `?back=/cb?code=…`) is redacted as
-a URL itself, a few levels deep at most.
+a URL itself, a few levels deep at most; a query value, decoded, is read as free text too (`?q=Authorization%3A+…`).
 """
 
 from __future__ import annotations
@@ -47,10 +47,22 @@ _SHAPES = re.compile(
     rf"|{_START}GOCSPX-[A-Za-z0-9_-]{{24,}}|{_START}ya29\.[A-Za-z0-9_-]{{20,}}"
     rf"|{_START}shp(?:at|ca|pa|ss)_[a-fA-F0-9]{{32}}|{_START}SG\.[A-Za-z0-9_-]{{16,}}\.[A-Za-z0-9_-]{{16,}}"
     r"|(?<=[0-9]:)AA[A-Za-z0-9_-]{31,34}(?![A-Za-z0-9_-])"
+    # the keys of model and tool providers agents hold (Groq, Replicate, Perplexity, xAI, LangSmith, Tavily,
+    # Pinecone) and of services they call (PyPI, Databricks, DigitalOcean, Linear, Notion, Vault, Grafana, Sentry,
+    # Atlassian)
+    rf"|{_START}gsk_[A-Za-z0-9]{{40,}}|{_START}r8_[A-Za-z0-9]{{30,}}|{_START}pplx-[A-Za-z0-9]{{40,}}"
+    rf"|{_START}xai-[A-Za-z0-9]{{40,}}|{_START}lsv2_(?:pt|sk)_[A-Za-z0-9_]{{30,}}"
+    rf"|{_START}tvly-(?:dev-|prod-)?[A-Za-z0-9]{{20,}}|{_START}pcsk_[A-Za-z0-9_]{{40,}}"
+    rf"|{_START}pypi-AgE[A-Za-z0-9_-]{{50,}}|{_START}dapi[0-9a-f]{{32}}|{_START}do[opr]_v1_[0-9a-f]{{64}}"
+    rf"|{_START}lin_api_[A-Za-z0-9]{{40,}}|{_START}(?:secret|ntn)_[A-Za-z0-9]{{43,}}|{_START}hv[sb]\.[A-Za-z0-9_-]{{24,}}"
+    rf"|{_START}gl(?:sa|c)_[A-Za-z0-9_-]{{32,}}|{_START}sntr[ysu]s_[A-Za-z0-9_-]{{40,}}|{_START}ATATT3[A-Za-z0-9_=-]{{50,}}"
 )
 _SHAPE_HINTS = ("eyJ", "sk", "pk_", "rk_", "gh", "github_pat_", "glpat-", "xox", "xapp-", "AKIA", "ASIA", "AIza")
 _SHAPE_HINTS_MORE = ("hf_", "npm_", "whsec_", "AA", "GOCSPX-", "ya29.", "shp", "SG.")
-_HINT = re.compile("|".join(map(re.escape, _SHAPE_HINTS + _SHAPE_HINTS_MORE)))  # any hint as a substring, in one scan
+_PROVIDER_HINTS = ("gsk_", "r8_", "pplx-", "xai-", "lsv2_", "tvly-", "pcsk_", "pypi-", "dapi", "_v1_", "lin_api_")
+_SERVICE_HINTS = ("secret_", "ntn_", "hvs.", "hvb.", "glsa_", "glc_", "sntr", "ATATT3")
+# any hint as a substring, in one scan
+_HINT = re.compile("|".join(map(re.escape, _SHAPE_HINTS + _SHAPE_HINTS_MORE + _PROVIDER_HINTS + _SERVICE_HINTS)))
 # every shape is a run of these characters at least this long: text without such a run is let through at once
 _CANDIDATE = re.compile(r"[A-Za-z0-9_.-]{14,}")
 # `;name=value` path parameters (`;jsessionid=...`): the value of a secret-looking name
@@ -190,7 +202,7 @@ def _query(query: str, depth: int) -> str:
                 value = _SEMI_PARAM.sub(_secret_param, value)
             if "=" in value and may_hold_key_value(value):  # pairs written in one value: `?data=password=hunter`
                 value = key_values(value)
-            out.append(f"{name}{eq}{value}")
+            out.append(f"{name}{eq}{_value_text(value)}")
     return "&".join(out)
 
 
@@ -215,12 +227,33 @@ def _query_part(raw: str, depth: int) -> str:
         elif "=" in decoded or "@" in decoded:  # nested deeper than is looked into: whatever it holds goes
             clean = REDACTED
     clean = redact_shapes(clean)
-    if depth >= 0 and "=" in clean and "=" not in raw and may_hold_key_value(clean):
-        clean = key_values(clean)  # pairs encoded in one value: `?state=user%3Dann%26password%3Dhunter`
     if clean != decoded or redact_shapes(raw) != raw:
         # a value written without encoding stays so (`?back=/cb?code=[REDACTED]`): no `&` or `#` can be in it
         return clean if decoded == raw else quote_plus(clean, safe="[]:/")
     return raw
+
+
+# what a free-text rule needs in a value to change it: a space, a separator, a bracket, an option's dash, an escape
+_TEXTY = re.compile(r"[\s:=@(\[%/'\"-]")
+
+
+def _as_is(url: str) -> str:
+    return url
+
+
+def _value_text(value: str) -> str:
+    """A query value, decoded, read as free text too (its URLs as they are: `_nested` read them):
+    `?q=Authorization%3A+Bearer+…`, `?note=curl+-u+ann%3A…`; as it is when that changes nothing."""
+    if not _TEXTY.search(value):
+        return value
+    from .redact_text import free_text  # (redact_text imports this module: read when first needed)
+
+    decoded = unquote_all(value, plus=True)
+    text = free_text(decoded, _as_is)
+    if text == decoded:
+        return value
+    text = redact_shapes(text)
+    return text if decoded == value else quote_plus(text, safe="[]:/")
 
 
 def _nested(url: str, depth: int) -> str:
