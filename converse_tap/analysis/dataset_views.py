@@ -10,6 +10,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -18,7 +19,7 @@ from ..store import objstore
 from ..store.reader import Journals, TableFiles
 from ..store.schema import TABLES
 from .agent_filter import ATTRIBUTABLE, agent_views, attributed, narrowed, scan_window, view_name
-from .load import AGENT_SAID, CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Window
+from .load import AGENT_SAID, CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Window, skipped_files
 from .sources import _arrow, _file_groups, _journaled, _journals_then_files, _quote, _scan_sql, _window_sql
 
 # the times a report can show (Python's calendar, years 1 to 9999): a file not written by a recorder can hold others
@@ -36,6 +37,28 @@ def untimed(ts: str) -> str:
 
 def untimed_sql(view: str) -> str:
     return f"SELECT {untimed(TIME_COLUMNS[view])} FROM _{view}_read"
+
+
+def calendar_view(con: Any, name: str, source: str, ts: str, columns: list[str]) -> None:
+    """On `con` (DuckDB's, or a spark.SparkConnection), the view `_<name>_read` of the rows of `source` (a query
+    of `columns` and `pos`) as read, and the view `name` of the same rows with a time `ts` outside the calendar as
+    none (the one the facts read)."""
+    con.execute(f"CREATE VIEW _{name}_read AS {source}")
+    timed = [f"CASE WHEN {ts} BETWEEN {CALENDAR} THEN {ts} END AS {ts}" if c == ts else c for c in [*columns, "pos"]]
+    con.execute(f"CREATE VIEW {name} AS SELECT {', '.join(timed)} FROM _{name}_read")
+
+
+def read_views(con: Any, window: Window) -> bool:
+    """`agent_views` (over the `calendar_view`s of the window's rows), and under an agent filter the rows as read
+    (times outside the calendar too) narrowed to the agents as their views are: `_sightings_read`,
+    `_exchanges_read`. Returns what `agent_views` does."""
+    said = [*MESSAGE_COLUMNS, "object_kind"]
+    pushed = agent_views(con, window, {"messages": said, "exchanges": EXCHANGE_COLUMNS})
+    if window.agents:
+        for table, cols in (("messages", said), ("exchanges", EXCHANGE_COLUMNS)):
+            read = attributed(f"_{view_name(table, window)}_read", cols, window.agents, pushed)
+            con.execute(f"CREATE VIEW _{ATTRIBUTABLE[table]}_read AS {read}")
+    return pushed
 
 
 def connect(memory_limit: str | None, threads: int | None) -> tuple[duckdb.DuckDBPyConnection, str]:
@@ -95,7 +118,6 @@ def dataset_views(
         ("agent_cards", CARD_COLUMNS, "ts"),
     ):
         files = listed[table].files
-        out.skipped += listed[table].foreign
         parts = []
         if files:
             parts.append(_scan_sql(con, files, columns, 0, root))
@@ -113,9 +135,7 @@ def dataset_views(
         if table == "messages":
             where += f" AND {AGENT_SAID}"
         source = " UNION ALL BY NAME ".join(f"({p})" for p in parts)
-        con.execute(f"CREATE VIEW _{name}_read AS SELECT * FROM ({source}) WHERE {where}")
-        in_calendar = f"CASE WHEN {ts} BETWEEN {CALENDAR} THEN {ts} END AS {ts}"
-        con.execute(f"CREATE VIEW {name} AS SELECT * REPLACE ({in_calendar}) FROM _{name}_read")
+        calendar_view(con, name, f"SELECT * FROM ({source}) WHERE {where}", ts, columns)
         if table == "messages" and files:
             for group, lo, end, rows in _file_groups(files, chunk_rows, root):
                 scan = _scan_sql(con, group, columns, lo, root)
@@ -124,12 +144,8 @@ def dataset_views(
             if pending:
                 out.chunks.append((f"(SELECT * FROM _messages_journaled WHERE {where})", len(files) << 40, None))
     said = [*MESSAGE_COLUMNS, "object_kind"]
-    pushed = agent_views(con, window, {"messages": said, "exchanges": EXCHANGE_COLUMNS})
-    if window.agents:  # the rows as read (times outside the calendar too), narrowed to the agents as their views are
-        for table, cols in (("messages", said), ("exchanges", EXCHANGE_COLUMNS)):
-            read = attributed(f"_{view_name(table, window)}_read", cols, window.agents, pushed)
-            con.execute(f"CREATE VIEW _{ATTRIBUTABLE[table]}_read AS {read}")
+    pushed = read_views(con, window)
     out.chunks = [(narrowed(s, "messages", window, said, pushed), lo, hi) for s, lo, hi in out.chunks]  # as `sightings`
     out.present = [t for t in TABLES if t in present]
-    out.skipped += journals.foreign
+    out.skipped = skipped_files(listed, journals)
     return out

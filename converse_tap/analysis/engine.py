@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..store.reader import Journals, TableFiles
-from .dataset_views import CALENDAR, connect, dataset_views, release, untimed, untimed_sql
+from .dataset_views import CALENDAR, TIME_COLUMNS, calendar_view, connect, dataset_views, release, untimed, untimed_sql
 from .facts_sql import (
     ANOMALIES,
     CITED,
@@ -128,14 +128,24 @@ class Engine:
             msgs = msgs[msgs["role"].astype(object) == "agent"]
         if "direction" in msgs.columns:  # (AGENT_SAID, over a frame)
             msgs = msgs[msgs["direction"].astype(object) == "response"]
-        table = _arrow(msgs, "messages", MESSAGE_COLUMNS)
-        con.register("sightings", table.append_column("pos", pa.array(range(len(msgs)), pa.int64())))
         ex = frames.exchanges if frames is not None else pd.DataFrame()
-        con.register("exchanges", _arrow(ex, "exchanges", EXCHANGE_COLUMNS))
         cards = frames.agent_cards if frames is not None else pd.DataFrame()
-        con.register("agent_cards", _arrow(cards, "agent_cards", CARD_COLUMNS))
-        con.execute(f"CREATE VIEW push_owners AS {push_owners_sql()}")  # (ATTRIBUTED's; agent_filter.py)
+        for name, frame, table, columns in (
+            ("sightings", msgs, "messages", MESSAGE_COLUMNS),
+            ("exchanges", ex, "exchanges", EXCHANGE_COLUMNS),
+            ("agent_cards", cards, "agent_cards", CARD_COLUMNS),
+        ):  # in the frame's order; a time no reader can hold read as none, as over a dataset (dataset_views.py)
+            rows = _arrow(frame, table, columns).append_column("pos", pa.array(range(len(frame)), pa.int64()))
+            con.register(f"_{name}_frame", rows)
+            calendar_view(con, name, f"SELECT * FROM _{name}_frame", TIME_COLUMNS[name], columns)
+        owners = push_owners_sql()  # (ATTRIBUTED's; agent_filter.py), none when the frames' rows are attributed
+        con.execute(
+            f"CREATE VIEW push_owners AS SELECT * FROM ({owners}) WHERE {frames is None or not frames.attributed}"
+        )
         engine = cls(con, frames.root if frames else "", list(frames.present) if frames else [], spill)
+        engine._read_views = True
+        if frames is not None:  # what load_frames read: files skipped, journaled rows, the files (capture gaps)
+            engine.skipped, engine.journals, engine.listed = frames.skipped, frames.journals, frames.listed
         if replies is not None:
             con.register("_replies_in", _replies_arrow(replies))
             con.execute("CREATE TEMP TABLE replies AS SELECT * FROM _replies_in")

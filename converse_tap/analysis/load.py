@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from ..a2a.constants import PUSH_AGENT
 from ..store import objstore
 from ..store.changes import settle
 from ..store.reader import Journals, TableFiles, read_journals, read_table, table_files
@@ -45,7 +47,8 @@ class Window:
     since: datetime | None = None
     until: datetime | None = None
 
-    def expression(self, ts_column: str) -> ds.Expression | None:
+    def expression(self, ts_column: str, times: bool = True) -> ds.Expression | None:
+        """The window as a filter of a table's rows (`times=False`: but its times, see `times`)."""
         expr: ds.Expression | None = None
 
         def both(e: ds.Expression) -> None:
@@ -56,11 +59,21 @@ class Window:
             both(ds.field("agent").isin(list(self.agents)))
         if self.since is not None:
             both(ds.field("date") >= self.since.strftime("%Y-%m-%d"))  # prunes whole partitions
-            both(ds.field(ts_column) >= pa.scalar(self.since, pa.timestamp("us", tz="UTC")))
         if self.until is not None:
             both(ds.field("date") <= self.until.strftime("%Y-%m-%d"))
-            both(ds.field(ts_column) < pa.scalar(self.until, pa.timestamp("us", tz="UTC")))
+        within = self.times(ts_column)
+        if times and within is not None:
+            both(within)
         return expr
+
+    def times(self, ts_column: str) -> ds.Expression | None:
+        """The window's time range as a filter on `ts_column` (None: all times)."""
+        parts = []
+        if self.since is not None:
+            parts.append(ds.field(ts_column) >= pa.scalar(self.since, pa.timestamp("us", tz="UTC")))
+        if self.until is not None:
+            parts.append(ds.field(ts_column) < pa.scalar(self.until, pa.timestamp("us", tz="UTC")))
+        return parts[0] & parts[1] if len(parts) == 2 else (parts[0] if parts else None)
 
 
 def parse_when(text: str, end: bool = False) -> datetime:
@@ -83,13 +96,40 @@ class Frames:
     root: str = ""
     skipped: list[tuple[str, str]] = field(default_factory=list)  # files not of this dataset: (path, why)
     journals: Journals = field(default_factory=Journals)  # rows read from journals, and whose writers live
+    # under an agent filter the pushed rows are already each under the agent they are attributed to (over every
+    # agent's rows, agent_filter.py); those left under PUSH_AGENT are no agent's, whatever rows the frames hold
+    attributed: bool = False
+    listed: dict[str, TableFiles] = field(default_factory=dict)  # the Parquet files read, per table
 
 
-def _frame(
-    root: str | Path, table: str, columns: list[str], expr: ds.Expression | None, files: list[str], journals: Journals
-) -> pd.DataFrame:
+def _pandas(table: str, data: pa.Table) -> pd.DataFrame:
+    frame = data.to_pandas()
+    if table == "exchanges" and len(frame):  # an exchange ingested twice is one exchange
+        frame = frame.drop_duplicates("exchange_id", keep="last").reset_index(drop=True)
+    return frame
+
+
+def _read(
+    root: str | Path,
+    table: str,
+    columns: list[str],
+    expr: ds.Expression | None,
+    files: list[str],
+    journals: Journals,
+    times: ds.Expression | None = None,
+) -> pa.Table:
+    """The rows of `files` and the journals matching `expr` and the time range `times`."""
+    whole = expr if times is None else times if expr is None else expr & times
     try:
-        data = read_table(root, table, columns=columns, filter=expr, files=files)
+        try:
+            data = read_table(root, table, columns=columns, filter=whole, files=files)
+        except pa.ArrowInvalid:
+            if times is None:
+                raise
+            # a file of another writer whose times pyarrow will not compare with the window's (times without a
+            # zone): read without the range, then the range over the rows in the dataset's types
+            data = read_table(root, table, columns=columns, filter=expr, files=files)
+            data = ds.dataset(data).to_table(filter=times)
     except (OSError, ValueError) as e:  # (pyarrow's errors on a file are both)
         settled = settle(e, root, {table: TableFiles(files)})
         if settled is e:
@@ -99,12 +139,9 @@ def _frame(
     if pending:  # rows not rolled into Parquet yet, after the files'
         rows = pa.concat_tables(pending)
         day = pc.strftime(rows[PARTITION_TS[table]], format="%Y-%m-%d")
-        rows = ds.dataset(rows.append_column("date", day)).to_table(columns=columns, filter=expr)
+        rows = ds.dataset(rows.append_column("date", day)).to_table(columns=columns, filter=whole)
         data = pa.concat_tables([data, rows.cast(data.schema)])
-    frame = data.to_pandas()
-    if table == "exchanges" and len(frame):  # an exchange ingested twice is one exchange
-        frame = frame.drop_duplicates("exchange_id", keep="last").reset_index(drop=True)
-    return frame
+    return data
 
 
 def load_frames(root: str | Path, window: Window | None = None, messages: bool = True) -> Frames:
@@ -120,25 +157,88 @@ def load_frames(root: str | Path, window: Window | None = None, messages: bool =
     journals = read_journals(root)  # before the files: a roll-over in between shows rows twice, not never
     listed = {t: table_files(root, t, first, last) for t in TABLES}
     present = [t for t in TABLES if listed[t].files or journals.tables[t]]
-    skipped = [f for t in TABLES for f in listed[t].foreign] + journals.foreign
+    skipped = skipped_files(listed, journals)
     msg_expr = (ds.field("role") == "agent") & (ds.field("object_kind") == "message")
-    w = window.expression("ts")
-    if messages:
-        msgs = _frame(
-            root,
-            "messages",
-            MESSAGE_COLUMNS,
-            msg_expr if w is None else msg_expr & w,
-            listed["messages"].files,
-            journals,
+    # a push delivery's rows are stored under PUSH_AGENT: under an agent filter they are read too, and kept under
+    # the agent they are attributed to (`_attributed`), as the engines' views keep them (agent_filter.py)
+    stored = Window((*window.agents, PUSH_AGENT), window.since, window.until) if window.agents else window
+    empty = pa.schema([MESSAGES.field(c) for c in MESSAGE_COLUMNS]).empty_table()
+
+    def read(table: str, columns: list[str], expr: ds.Expression | None, w: Window) -> pa.Table:
+        ts = PARTITION_TS[table]
+        narrow = w.expression(ts, times=False)
+        both = expr if narrow is None else narrow if expr is None else expr & narrow
+        return _read(root, table, columns, both, listed[table].files, journals, w.times(ts))
+
+    msgs = read("messages", MESSAGE_COLUMNS, msg_expr, stored) if messages else empty
+    exchanges = read("exchanges", EXCHANGE_COLUMNS, None, stored)
+    if window.agents:
+        times = Window(since=window.since, until=window.until)
+        msgs, exchanges = _attributed(
+            msgs,
+            exchanges,
+            lambda ids: read("messages", MESSAGE_COLUMNS, msg_expr & ds.field("task_id").isin(ids), times),
+            lambda ids: read("exchanges", EXCHANGE_COLUMNS, ds.field("task_id").isin(ids), times),
+            window.agents,
         )
-    else:
-        msgs = pa.schema([MESSAGES.field(c) for c in MESSAGE_COLUMNS]).empty_table().to_pandas()
-    exchanges = _frame(
-        root, "exchanges", EXCHANGE_COLUMNS, window.expression("ts_start"), listed["exchanges"].files, journals
-    )
-    cards = _frame(root, "agent_cards", CARD_COLUMNS, window.expression("ts"), listed["agent_cards"].files, journals)
-    return Frames(exchanges, msgs, cards, present, str(root), skipped, journals)
+    cards = _pandas("agent_cards", read("agent_cards", CARD_COLUMNS, None, window))
+    frames = Frames(_pandas("exchanges", exchanges), msgs.to_pandas(), cards, present, str(root), skipped, journals)
+    frames.attributed, frames.listed = bool(window.agents), listed
+    return frames
+
+
+def _attributed(
+    msgs: pa.Table,
+    exchanges: pa.Table,
+    held_messages: Callable[[list[str]], pa.Table],
+    held_exchanges: Callable[[list[str]], pa.Table],
+    agents: tuple[str, ...],
+) -> tuple[pa.Table, pa.Table]:
+    """The messages and exchanges read for `agents` and PUSH_AGENT narrowed as the engines' views are under that
+    agent filter (agent_filter.attributed, in DuckDB): a pushed row is in under the agent it is attributed to
+    (push_owners, over every agent's rows holding a pushed task: `held_…` reads them, given the task ids), the
+    rows in their order. Without pushed rows, the agents' own."""
+    import duckdb
+
+    from .agent_filter import attributed
+    from .facts_sql import push_owners_sql
+
+    pushed = pc.equal(msgs["agent"].cast(pa.string()), PUSH_AGENT)
+    ids = pc.unique(msgs.filter(pc.fill_null(pushed, False))["task_id"].cast(pa.string()).drop_null()).to_pylist()
+    con = duckdb.connect()
+    try:
+        con.register("_held_messages", held_messages(ids) if ids else msgs.slice(0, 0))
+        con.register("_held_exchanges", held_exchanges(ids) if ids else exchanges.slice(0, 0))
+        # (AGENT_SAID: the read kept the agent's messages alone)
+        con.execute("CREATE VIEW _window_sightings AS SELECT * FROM _held_messages WHERE direction = 'response'")
+        con.execute("CREATE VIEW _window_exchanges AS SELECT * FROM _held_exchanges")
+        con.execute(f"CREATE TABLE push_owners AS {push_owners_sql('_window_sightings', '_window_exchanges')}")
+        out = []
+        for name, rows in (("messages", msgs), ("exchanges", exchanges)):
+            keys = pa.table(
+                {
+                    "agent": rows["agent"].cast(pa.string()),
+                    "task_id": rows["task_id"].cast(pa.string()),
+                    "pos": pa.array(range(rows.num_rows), pa.int64()),
+                }
+            )
+            con.register(f"_{name}_keys", keys)
+            kept = con.sql(
+                f"SELECT pos, agent FROM ({attributed(f'_{name}_keys', ['agent', 'task_id'], agents)}) ORDER BY pos"
+            ).to_arrow_table()
+            narrow = rows.take(kept["pos"])
+            at = narrow.schema.get_field_index("agent")
+            out.append(narrow.set_column(at, narrow.schema.field(at), kept["agent"].cast(narrow.schema.field(at).type)))
+        return out[0], out[1]
+    finally:
+        con.close()
+
+
+def skipped_files(listed: dict[str, TableFiles], journals: Journals) -> list[tuple[str, str]]:
+    """The files found that are not the dataset's (path, why): every engine's, in this order (the tables the
+    report reads from first, then the capture gaps' and the journals')."""
+    tables = ("messages", "exchanges", "agent_cards", "capture_gaps")
+    return [f for t in tables if t in listed for f in listed[t].foreign] + journals.foreign
 
 
 def journal_notes(journals: Journals, root: str | Path) -> list[str]:

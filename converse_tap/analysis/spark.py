@@ -11,23 +11,23 @@ collected to the driver as Arrow.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
-from urllib.parse import unquote, urlparse
 
 import pandas as pd
 import pyarrow as pa
 
 from ..store.reader import Journals, TableFiles, table_files
 from ..store.schema import TABLES
-from .agent_filter import agent_views, scan_window, view_name
+from .agent_filter import scan_window, view_name
+from .dataset_views import calendar_view, read_views
 from .engine import Engine
-from .load import AGENT_SAID, CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Window
+from .load import AGENT_SAID, CARD_COLUMNS, EXCHANGE_COLUMNS, MESSAGE_COLUMNS, Window, skipped_files
 from .sources import _arrow, _journaled, _journals_then_files, _window_sql
+from .spark_scan import hadoop_literal, key, local, scan_files, typed
 from .spark_sql import to_spark
 
 INSTALL = "pip install 'a2a-converse-tap[spark]'"
@@ -88,15 +88,15 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
     if (master or "local").startswith("local"):
         settings.setdefault("spark.sql.shuffle.partitions", "2")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # local workers run the driver's interpreter
-    for key, value in settings.items():
-        builder = builder.config(key, value)
+    for name, value in settings.items():
+        builder = builder.config(name, value)
     try:
         spark = builder.getOrCreate()
     except Exception as e:  # pyspark reports a JVM that would not start as a bare runtime error
         raise SparkUnavailable(f"Spark did not start ({str(e).splitlines()[0]}); {JAVA}") from e
     spark.sparkContext.setLogLevel("ERROR")
-    for key in ("spark.sql.session.timeZone", *[k for k in settings if k.startswith("spark.sql.")]):
-        spark.conf.set(key, settings[key])  # a running session keeps its own: the SQL's settings matter here
+    for name in ("spark.sql.session.timeZone", *[k for k in settings if k.startswith("spark.sql.")]):
+        spark.conf.set(name, settings[name])  # a running session keeps its own: the SQL's settings matter here
     return spark
 
 
@@ -201,6 +201,7 @@ class SparkEngine(Engine):
             raise
         engine = cls(cast(Any, con), str(root), present, "")  # closed as a DuckDB one is: con.close()
         engine.skipped, engine.journals, engine.listed = skipped, journals, listed
+        engine._read_views = True
         return engine
 
     def cards(self) -> pd.DataFrame:
@@ -215,25 +216,17 @@ def _active() -> Any:
     return SparkSession.getActiveSession()
 
 
-def _key(uri: str) -> str:
-    """A file's URI as `_metadata.file_path` spells it, without the scheme of a local file."""
-    return re.sub("^file:/+", "/", uri)
-
-
-_GLOB = re.compile(r"([\\*?\[\]{}])")
-
-
-def hadoop_literal(path: str) -> str:
-    """A path as a Hadoop path pattern that matches that path alone: `spark.read` takes a path holding `*`, `?`,
-    `[`, `]`, `{`, `}` or `\\` for a glob (a dataset under `/data/run[1]` read `/data/run1`'s files instead, one
-    under `/data/br{a,b}ce` both `/data/brace`'s and `/data/brbce`'s), each of them after a backslash stands for
-    itself."""
-    return _GLOB.sub(r"\\\1", path)
-
-
-def _local(uri: str) -> str:
-    """A local file's path (a URI's other files as they are)."""
-    return unquote(urlparse(uri).path) if uri.startswith("file:") else uri
+def _no_s3a(spark: Any, root: str) -> str:
+    """Why Spark cannot read an s3:// dataset without hadoop-aws, and what to do."""
+    try:
+        version = str(spark.sparkContext._jvm.org.apache.hadoop.util.VersionInfo.getVersion())
+    except Exception:  # (a session whose JVM is out of reach: the generic spelling)
+        version = "<your Hadoop version>"
+    return (
+        f"Spark cannot read {root}: its s3a filesystem (org.apache.hadoop.fs.s3a.S3AFileSystem, in hadoop-aws) is "
+        f"not on Spark's classpath; add it (spark-submit --packages org.apache.hadoop:hadoop-aws:{version}, or "
+        "spark.jars.packages), or run the report on DuckDB (--engine duckdb), which reads s3:// itself"
+    )
 
 
 def _spark_schema(spark: Any, table: str, columns: list[str]) -> Any:
@@ -255,7 +248,6 @@ def _views(
     else:
         journals, listed = _journals_then_files(root, first, last)
     present: list[str] = []
-    skipped: list[tuple[str, str]] = []
     for table, columns, ts in (
         ("messages", [*MESSAGE_COLUMNS, "object_kind"], "ts"),
         ("exchanges", EXCHANGE_COLUMNS, "ts_start"),
@@ -263,36 +255,39 @@ def _views(
     ):
         schema = _spark_schema(spark, table, columns)
         frames = []
-        reader = spark.read.option("mergeSchema", "true")
+        reader = spark.read
+        # the dataset's times are proleptic Gregorian (pyarrow's, DuckDB's): one before 1582 (or 1900) is read as
+        # written, never shifted to the Julian calendar nor refused, whatever the session's default (Spark 3's
+        # refuses them in files not its own)
+        reader = reader.option("datetimeRebaseMode", "CORRECTED").option("int96RebaseMode", "CORRECTED")
         if s3:
             base = "s3a://" + root.split("://", 1)[1].rstrip("/") + f"/{table}"
             try:
-                scan = reader.parquet(hadoop_literal(base))
+                scan = reader.option("mergeSchema", "true").parquet(hadoop_literal(base))
             except AnalysisException as e:
                 if "PATH_NOT_FOUND" not in str(e):
                     raise
                 scan = spark.createDataFrame([], _spark_schema(spark, table, columns))  # a table never written
+            except Exception as e:  # (py4j's error on a Java exception: the class s3a needs is not on the classpath)
+                if "S3AFileSystem not found" not in str(e):
+                    raise
+                raise SparkUnavailable(_no_s3a(spark, root)) from None
             if first is not None and "date" in scan.columns:
                 scan = scan.where(F.col("date") >= first)  # partition pruning on the date= directories
             if last is not None and "date" in scan.columns:
                 scan = scan.where(F.col("date") <= last)
-            files = sorted(_local(u) for u in scan.inputFiles())
+            files = sorted(local(u) for u in scan.inputFiles())
         else:
             files = listed[table].files  # the window's partitions only, foreign files left out
-            skipped += listed[table].foreign
-            # absolute (the JVM's working directory is not this process's), each a pattern of itself alone
-            given = [hadoop_literal(str(Path(f).resolve())) for f in files]
-            base = str((Path(root) / table).resolve())  # (a directory, never a pattern)
-            scan = reader.option("basePath", base).parquet(*given) if files else None
-        if files and scan is not None:
-            found = set(scan.columns)
+            scan = None
+        if files and scan is None:
+            frames.append(scan_files(spark, reader, root, table, files, schema))
+        elif files and scan is not None:
             # a sighting's position: its file's place in the listing, then its row (as engine.py numbers them)
-            keys = {_local(u): _key(u) for u in scan.inputFiles()}
-            index = spark.createDataFrame(
-                [(keys[f if s3 else str(Path(f).resolve())], i) for i, f in enumerate(files)], "path string, i long"
-            )
+            keys = {local(u): key(u) for u in scan.inputFiles()}
+            index = spark.createDataFrame([(keys[f], i) for i, f in enumerate(files)], "path string, i long")
             scan = scan.select(
-                *[(F.col(f.name) if f.name in found else F.lit(None)).cast(f.dataType).alias(f.name) for f in schema],
+                *typed(scan, schema, {}),
                 F.regexp_replace(F.col("_metadata.file_path"), "^file:/+", "/").alias("_path"),
                 F.col("_metadata.row_index").alias("_row"),
             )
@@ -313,10 +308,10 @@ def _views(
         where = _window_sql(scan_window(table, window), ts)
         if table == "messages":
             where += f" AND {AGENT_SAID}"
-        name = view_name(table, window)
-        con.execute(f"CREATE VIEW {name} AS SELECT * FROM _{table}_scan WHERE {where}")
-    agent_views(con, window, {"messages": [*MESSAGE_COLUMNS, "object_kind"], "exchanges": EXCHANGE_COLUMNS})
-    return [t for t in TABLES if t in present], skipped, journals, listed
+        # (a time no reader can hold read as none, as DuckDB reads it, with the same note: dataset_views.py)
+        calendar_view(con, view_name(table, window), f"SELECT * FROM _{table}_scan WHERE {where}", ts, columns)
+    read_views(con, window)
+    return [t for t in TABLES if t in present], skipped_files(listed, journals), journals, listed
 
 
-__all__ = ["INSTALL", "SparkEngine", "SparkUnavailable", "s3a_conf", "spark_session", "table_files"]
+__all__ = ["INSTALL", "SparkEngine", "SparkUnavailable", "hadoop_literal", "s3a_conf", "spark_session", "table_files"]

@@ -114,6 +114,14 @@ def first_line(e: BaseException) -> str:
     """An error's first line: DuckDB goes on with advice in its own terms (SET statements, PRAGMAs). An error
     DuckDB passes on from the Python filesystem it read S3 through starts with that error's traceback: its own
     line (`OSError: …`, the first one not indented after `Traceback`) is the one that says what went wrong."""
+    java = getattr(e, "java_exception", None)  # py4j's Py4JJavaError, from Spark: "An error occurred while calling
+    if java is not None:  # o75.parquet." says nothing; the Java exception's own first line says what went wrong
+        try:
+            java_lines = str(java.toString()).strip().splitlines()
+        except Exception:  # (the JVM may be gone by now)
+            java_lines = []
+        if java_lines:
+            return java_lines[0]
     lines = str(e).strip().splitlines()
     if not lines:
         return type(e).__name__
