@@ -75,12 +75,14 @@ def opened(name: str, raw: BinaryIO) -> io.BufferedIOBase | IO[bytes]:
     if name == "gzip":
         return gzip.GzipFile(fileobj=raw, mode="rb")
     if name == "bzip2":
-        return io.BufferedReader(_Bz2(raw))
+        return io.BufferedReader(_Streams(raw, bz2.BZ2Decompressor, "a bzip2 stream"))
     if name == "zstd":
         return zstd.ZstdFile(raw, "rb")
     if name == "zlib":
         return io.BufferedReader(_Zlib(raw))
-    return io.BufferedReader(_Xz(raw))
+    return io.BufferedReader(
+        _Streams(raw, lambda: lzma.LZMADecompressor(lzma.FORMAT_XZ, memlimit=XZ_MEMLIMIT), "an xz stream")
+    )
 
 
 def _har_member(raw: BinaryIO) -> IO[bytes]:
@@ -95,13 +97,17 @@ def _har_member(raw: BinaryIO) -> IO[bytes]:
         raise NotDecompressed(f"the zip data is damaged or unsupported ({e})") from None
 
 
-class _Xz(io.RawIOBase):
-    """The streams of an xz file decompressed one after the other, with the decoder's memory bounded
-    (`lzma.LZMAFile` takes no limit)."""
+class _Streams(io.RawIOBase):
+    """The streams of an xz or bzip2 file decompressed one after the other, null bytes between or after them
+    skipped as padding (as xz allows), any other bytes after a stream read as the next one, so damage there is
+    reported. `lzma.LZMAFile` takes no memory limit; `bz2.BZ2File` took bytes after a stream that failed at once for
+    trailing garbage and stopped there in silence: a later stream damaged near its start, and the captures in it
+    and after it (pbzip2, lbzip2 and `cat` write several), were lost without a word. `decoder()`: a new stream's
+    decompressor; `what`: the stream's name, for a file that ends inside one."""
 
-    def __init__(self, raw: BinaryIO) -> None:
-        self.raw = raw
-        self.decoder = lzma.LZMADecompressor(lzma.FORMAT_XZ, memlimit=XZ_MEMLIMIT)
+    def __init__(self, raw: BinaryIO, decoder: Callable[[], Any], what: str) -> None:
+        self.raw, self.new_decoder, self.what = raw, decoder, what
+        self.decoder = decoder()
 
     def readable(self) -> bool:
         return True
@@ -115,46 +121,11 @@ class _Xz(io.RawIOBase):
                     if not more:
                         return 0
                     data = more.lstrip(b"\0")
-                self.decoder = lzma.LZMADecompressor(lzma.FORMAT_XZ, memlimit=XZ_MEMLIMIT)
+                self.decoder = self.new_decoder()
             elif self.decoder.needs_input:
                 data = self.raw.read(_STEP)
                 if not data:
-                    raise EOFError("the file ends inside an xz stream")
-            else:
-                data = b""
-            out = self.decoder.decompress(data, max_length=len(buffer))
-            if out:
-                buffer[: len(out)] = out
-                return len(out)
-
-
-class _Bz2(io.RawIOBase):
-    """The streams of a bzip2 file (`cat`, pbzip2 and lbzip2 write several) decompressed one after the other.
-    `bz2.BZ2File` took bytes after a stream that failed at once for trailing garbage and stopped there in silence:
-    a later stream damaged near its start, and the captures in it and after it, were lost without a word. Here
-    they are damage, reported; null bytes between or after streams (padding, as xz allows) are not."""
-
-    def __init__(self, raw: BinaryIO) -> None:
-        self.raw = raw
-        self.decoder = bz2.BZ2Decompressor()
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        while True:
-            if self.decoder.eof:  # a stream ended: another may follow (after null bytes, as xz pads them)
-                data = self.decoder.unused_data.lstrip(b"\0")
-                while not data:
-                    more = self.raw.read(_STEP)
-                    if not more:
-                        return 0
-                    data = more.lstrip(b"\0")
-                self.decoder = bz2.BZ2Decompressor()
-            elif self.decoder.needs_input:
-                data = self.raw.read(_STEP)
-                if not data:
-                    raise EOFError("the file ends inside a bzip2 stream")
+                    raise EOFError(f"the file ends inside {self.what}")
             else:
                 data = b""
             out = self.decoder.decompress(data, max_length=len(buffer))

@@ -15,7 +15,6 @@ and that the new rules scan in linear time.
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -44,12 +43,7 @@ from tests.test_secrets_hunt2 import (
     assert_planted_gone,
     assert_unchanged,
 )
-
-WORD = "sunshinez"  # a word-like secret: no digit, no capital, no rare letter pairs
-
-
-def _b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
+from tests.test_secrets_hunt4 import WORD, _b64  # a word-like secret; base64 of a text
 
 
 def _flows(text: str) -> list[Any]:
