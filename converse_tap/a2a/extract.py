@@ -324,7 +324,9 @@ class Extractor:
                 if req.streaming and ex.status < 400:
                     row["anomalies"].append("stream_answered_with_json")
                 self.confirmed |= self.ctx.payload(doc, walk, None, False, ex.ts_first_byte or self._replied())
-        elif ex.status < 300 and ex.status != 204 and ex.response_body is not None:  # a card too: no card is news
+        elif ex.status < 300 and ex.response_body is not None and (ex.status != 204 or req.rpc_id is not None):
+            # a card too: no card is news; and a JSON-RPC call with an id, which a response object must answer, met
+            # with 204 No Content (only a notification, without an id, has no answer)
             row["anomalies"].append("empty_body")
         if ex.status >= 400 and row["error_code"] is None:
             row["error_code"] = ex.status

@@ -691,3 +691,15 @@ assert len(out.messages) >= 1000 and {len(m["method"]) for m in out.messages} ==
 print("done")
 """
     finishes_within(code, 15, "a 1 MB method in 1,000 rows")
+
+
+def test_a_jsonrpc_call_met_with_no_content_is_noted_and_a_notification_is_not() -> None:
+    """A JSON-RPC call with an id must be answered with a response object: 204 No Content to it was recorded as a
+    plain success, without an anomaly. A notification (no id) has no answer: 204 is its right reply."""
+    call = run(a2a_flow(body=jsonrpc_request("SendMessage"), response=b"", status=204)).exchange
+    assert (call["status_code"], call["anomalies"]) == (204, ["empty_body"])
+    note = json.dumps({"jsonrpc": "2.0", "method": "SendMessage", "params": {"message": user_message()}}).encode()
+    notified = run(a2a_flow(body=note, response=b"", status=204)).exchange
+    assert (notified["status_code"], notified["anomalies"]) == (204, [])
+    rest = run(a2a_flow(method="DELETE", path="/v1/tasks/t-1/pushNotificationConfigs/c-1", response=b"", status=204))
+    assert "empty_body" not in rest.exchange["anomalies"]  # an HTTP+JSON delete says nothing, rightly
