@@ -54,17 +54,3 @@ def loads_not_utf8(body: bytes, content_type: str | None, side: str) -> tuple[An
 
 
 NOT_UTF8 = "invalid_json:UnicodeDecodeError"  # what a first parse of a body that is not UTF-8 says
-
-
-def reread(body: bytes, content_type: str | None, side: str, anomalies: list[str]) -> tuple[Any, str | None]:
-    """`loads_not_utf8`, its note added to `anomalies`: (the document, None), or (None, why no parser takes it)."""
-    try:
-        doc, note = loads_not_utf8(body, content_type, side)
-    except RecursionError:
-        return None, "json_too_deep"
-    except fastjson.TooManyValues:
-        return None, f"json_too_many_values:{fastjson.MAX_VALUES}"
-    except ValueError as e:
-        return None, f"invalid_json:{type(e).__name__}"
-    anomalies.append(note)
-    return doc, None

@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from . import fastjson, urls
-from .charset import NOT_UTF8, reread
+from .charset import NOT_UTF8, loads_not_utf8
 from .classify import A2ARequest, classify
 from .constants import CONVERSE_URI, PUSH_AGENT, PUSH_BINDING, TERMINAL_TASK_STATES
 from .exchange import HttpExchange
@@ -87,9 +87,15 @@ def agent_of(agent_url: str, redaction: Redaction = NO_OPERATOR_PATTERNS) -> tup
     return agent_id or f"{netloc}{path.rstrip('/')}", agent_id
 
 
-def _loads(data: bytes | str) -> tuple[Any, str | None]:
+def _loads(data: Any, content_type: str | None = None, notes: list[str] | None = None) -> tuple[Any, str | None]:
+    """The document (and None), or (None, why no parser takes it). With `notes`, a reply's body that is not UTF-8
+    (a first parse said NOT_UTF8): read as `charset.loads_not_utf8` reads it, and said in `notes`."""
     try:
-        return fastjson.loads(data), None
+        if notes is None:
+            return fastjson.loads(data), None
+        doc, note = loads_not_utf8(data, content_type, "response")
+        notes.append(note)
+        return doc, None
     except RecursionError:
         return None, "json_too_deep"
     except fastjson.TooManyValues:
@@ -316,7 +322,7 @@ class Extractor:
         elif ex.response_body is not None and ex.response_body.strip():
             doc, err = _loads(ex.response_body)
             if err == NOT_UTF8:  # one odd byte costs its own characters, not the reply
-                doc, err = reread(ex.response_body, content_type, "response", row["anomalies"])
+                doc, err = _loads(ex.response_body, content_type, row["anomalies"])
             if err:
                 if content_type.startswith("application/json") or "a2a" in content_type or req.certain:
                     row["anomalies"].append(err)
