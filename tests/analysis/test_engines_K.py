@@ -5,7 +5,7 @@ reader can hold, push deliveries under an agent filter, odd paths, and files wri
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,23 +19,15 @@ from converse_tap.a2a.constants import PUSH_AGENT
 from converse_tap.analysis.engine import Engine
 from converse_tap.analysis.load import Window, load_frames
 from converse_tap.analysis.report import build_report
-from converse_tap.analysis.spark import SparkEngine, spark_session
+from converse_tap.analysis.spark import SparkEngine
 from tests.analysis.frames import covered, routine, sighting
 from tests.analysis.test_push_agent_filter import A, flows
 from tests.analysis.test_report_scale import at, write_messages
+from tests.analysis.test_spark import BY
 from tests.cli_helpers import invoke
 from tests.factories import write_dataset
 from tests.store.test_dataset_hunt import _dataset
 from tests.store.test_writer import _killed_writer
-
-BY = ("agent", "day", "routine")
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = spark_session("local[2]")
-    yield session
-    session.stop()
 
 
 def _json(report: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +17,11 @@ from converse_tap.analysis import engine as sql
 from converse_tap.analysis.engine import Engine
 from converse_tap.analysis.load import Window, parse_when
 from converse_tap.analysis.report import build_report
-from converse_tap.analysis.spark import SparkEngine, s3a_conf, spark_session
+from converse_tap.analysis.spark import SparkEngine, s3a_conf
 from converse_tap.analysis.spark_sql import to_spark
 from tests.cli_helpers import invoke
 
 BY = ("agent", "day", "routine")
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = spark_session("local[2]")
-    yield session
-    session.stop()
 
 
 def both(root: Path, spark: Any, window: Window | None = None) -> tuple[str, str]:

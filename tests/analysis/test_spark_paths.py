@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from converse_tap.analysis.spark import hadoop_literal
-from tests.analysis.test_spark import both, spark  # noqa: F401 (the module's one session)
+from tests.analysis.test_spark import both
 from tests.cli_helpers import invoke
 from tests.store.test_dataset_hunt import _dataset
 
@@ -31,7 +31,7 @@ def test_a_path_is_given_to_spark_as_a_pattern_of_itself_alone() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(ODD))
-def test_spark_reads_an_odd_root_and_no_folder_its_glob_matches(name: str, tmp_path: Path, spark: object) -> None:  # noqa: F811
+def test_spark_reads_an_odd_root_and_no_folder_its_glob_matches(name: str, tmp_path: Path, spark: object) -> None:
     """Each root beside folders its name, as a glob, matches, holding the same files and more (a backup, a
     neighbouring run): Spark read theirs instead of the root's (or failed on a `basePath` that was no parent of
     them); now both engines count the root's 4 exchanges alone."""
@@ -46,7 +46,7 @@ def test_spark_reads_an_odd_root_and_no_folder_its_glob_matches(name: str, tmp_p
 
 def test_cli_spark_over_a_relative_odd_root_through_a_link(
     tmp_path: Path,
-    spark: object,  # noqa: F811
+    spark: object,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A root relative to a working directory the running JVM does not share (chdir after Spark started), reached
