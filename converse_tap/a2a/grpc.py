@@ -23,6 +23,7 @@ from .fastjson import too_many_values as json_too_many_values
 from .grpc_codecs import GrpcContent, from_json, grpc_content, mend, trailer_block, unbase64
 from .grpc_frames import GrpcFrame, body_frames, first_frame, parser_anomalies
 from .grpc_status import grpc_status
+from .grpc_utf8 import mend_utf8
 from .grpc_web import WebTrailers, text_frames
 from .grpc_wire import too_many_values
 from .headers import Headers, split_uris
@@ -37,6 +38,8 @@ V03_METHODS = {
     "GetAgentCard": "GetExtendedAgentCard",
 }
 DEFAULT_MAX = 16 * 1024 * 1024
+UTF8_MENDED = "grpc_string_not_utf8"  # a message read with U+FFFD for the odd bytes of its strings
+NOTES = "\n"  # between two notes of one message (no note holds a line break)
 PROTO = GrpcContent(web=False, text=False, codec="proto")
 
 
@@ -88,7 +91,8 @@ def _class_of(descriptor: Any) -> Any:
 
 def parse(dialect: str, method: str, direction: str, data: bytes, codec: str = "proto") -> tuple[Any, str | None]:
     """One message of `method` ("request" or "response") -> the protobuf message, or (None, anomaly). `codec`:
-    "proto", or "json" (the `+json` content types: ProtoJSON, read into the same message)."""
+    "proto", or "json" (the `+json` content types: ProtoJSON, read into the same message). A message read once
+    its strings were made UTF-8 comes with `UTF8_MENDED`."""
     from google.protobuf.message import DecodeError
 
     cls = _message_class(dialect, method, direction)
@@ -102,7 +106,14 @@ def parse(dialect: str, method: str, direction: str, data: bytes, codec: str = "
     try:
         return (cls.FromString(data) if codec == "proto" else from_json(cls, data)), None
     except (DecodeError, RecursionError, ValueError) as e:
-        return None, f"grpc_message_undecodable:{type(e).__name__}"
+        error = f"grpc_message_undecodable:{type(e).__name__}"
+    mended = mend_utf8(data, cls.DESCRIPTOR) if codec == "proto" else None
+    if mended is not None:  # strings that are not UTF-8 cost their odd bytes (U+FFFD), not the message
+        try:
+            return cls.FromString(mended), UTF8_MENDED
+        except (DecodeError, RecursionError, ValueError):
+            pass
+    return None, error
 
 
 def to_dict(dialect: str, message: Any) -> tuple[Any, str | None]:
@@ -133,9 +144,13 @@ def to_dict(dialect: str, message: Any) -> tuple[Any, str | None]:
 
 
 def decode(dialect: str, method: str, direction: str, data: bytes, codec: str = "proto") -> tuple[Any, str | None]:
-    """One message of `method` ("request" or "response") -> its ProtoJSON dict, or (None, anomaly)."""
+    """One message of `method` ("request" or "response") -> its ProtoJSON dict, or (None, anomaly). Two notes
+    (strings mended, then values dropped) come joined by NOTES."""
     message, note = parse(dialect, method, direction, data, codec)
-    return (None, note) if message is None else to_dict(dialect, message)
+    if message is None:
+        return None, note
+    doc, later = to_dict(dialect, message)
+    return doc, later if note is None else note if later is None else f"{note}{NOTES}{later}"
 
 
 def request_params(req: A2ARequest) -> Any:
@@ -192,7 +207,7 @@ def classify_grpc(url: str, headers: Headers, body: bytes | None, max_message: i
         if frame is not None:
             params, note = _frame_doc(frame, dialect, raw, "request", content.codec, parse)
             if note and not note.startswith("grpc_not_decoded"):
-                anomalies.append(f"request_{note}")
+                anomalies.append(f"request_{note}")  # (one note: `request_params` adds the dict's own)
     fields = _scalars(params) if params is not None else {}
     origin = f"{parts.scheme}://{parts.netloc}"
     tenant = fields.get("tenant")
@@ -252,11 +267,26 @@ def message_payload(
 ) -> None:
     """One response message (the `index`-th) decoded and handed to `payload`, or an anomaly saying why not."""
     streaming = req.streaming
-    doc, note = _frame_doc(frame, req.dialect, req.method_raw.rsplit("/", 1)[-1], "response", codec)
+    method = req.method_raw.rsplit("/", 1)[-1]
+    doc, note = _frame_doc(frame, req.dialect, method, "response", codec)
     if note:
-        anomalies.append(f"{note}:{index}" if streaming else note)
+        anomalies += [f"{n}:{index}" if streaming else n for n in note.split(NOTES)]
     if doc is not None:  # (a message that lost a value ProtoJSON cannot print still counts)
+        if not doc and _must_hold(req.dialect, method):  # (the common path: one test of a non-empty dict)
+            anomalies.append(f"grpc_message_empty:{index}" if streaming else "grpc_message_empty")
         payload(doc, index if streaming else None, False, frame.received or ts)
+
+
+_HOLDING = frozenset({"SendMessageResponse", "StreamResponse", "Task"})  # never empty: a payload, a task's id
+
+
+def _must_hold(dialect: str, method: str) -> bool:
+    """Whether a response message of `method` that decodes to nothing lost its content: a SendMessage or stream
+    response without its payload, a Task without its id. (An empty list, or `Empty`, says all there is.) A
+    zero-length message, or one of only unknown fields or fields of the wrong wire type (the runtime keeps those
+    as unknown), decodes to nothing."""
+    desc = method_descriptor(dialect, method)
+    return desc is not None and desc.output_type.name in _HOLDING
 
 
 def extract_grpc_response(
@@ -314,6 +344,7 @@ def extract_grpc_response(
         count += 1
     row["sse_events"] = count if streaming else None
     notes = head + web.notes + (parser_anomalies(parser) if parser is not None else [])
+    none = not streaming and count == 0 and not notes  # a unary call answered with no message, framing clean
     if not streaming and count > 1:
         notes.append(f"grpc_unary_messages:{count}")
     anomalies[first_note:first_note] = notes  # the form's and framing's notes first, then each message's
@@ -333,7 +364,12 @@ def extract_grpc_response(
         if ex.error is None and ex.status == 200:
             anomalies.append("grpc_status_missing")
         row["complete"] = False
-    elif status.code != 0:
+    elif status.code == 0:
+        if none:  # a success without its one message: gRPC clients fail such a call (a cardinality violation)
+            anomalies.append("grpc_unary_messages:0")
+    else:
+        if not streaming and count:  # a client gets the status, not the message: it was sent, never delivered
+            anomalies.append("grpc_message_with_error_status")
         row.update(
             error_code=status.code,
             error_status=status.name,

@@ -67,7 +67,8 @@ def unbase64(body: bytes) -> bytes | None:
 
 
 def trailer_block(data: bytes) -> tuple[Headers, bool]:
-    """The header lines of a gRPC-Web trailers frame (names lower-cased), and whether every line was one."""
+    """The header lines of a gRPC-Web trailers frame (names lower-cased; values decoded as mitmproxy decodes a
+    header, odd bytes kept as surrogates), and whether every line was one."""
     items = []
     clean = True
     lines = data.split(b"\n", MAX_TRAILERS)  # (a block of a million line breaks: not a million objects)
@@ -82,7 +83,7 @@ def trailer_block(data: bytes) -> tuple[Headers, bool]:
         if not colon or not name.strip():
             clean = False
             continue
-        items.append((name.strip().decode("latin-1"), value.strip().decode("utf-8", "replace")))
+        items.append((name.strip().decode("latin-1"), value.strip().decode("utf-8", "surrogateescape")))
     return Headers(items), clean
 
 

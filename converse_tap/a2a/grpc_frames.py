@@ -72,8 +72,8 @@ class GrpcFrameParser:
         self._buf = bytearray()
         self._frame: tuple[int, int] | None = None  # (flag, length) of the message being read
         self._skip = 0  # bytes of an oversize message still to skip
+        self._skip_length = 0  # the length of the message being skipped
         self._skip_counted = False  # the message being skipped was not returned (only counted, or shed)
-        self._skip_length = 0  # ... and its length
         self._skip_late = False  # ... and it is a message after a trailers frame that was read
         self.bytes = 0
         self.malformed: str | None = None
@@ -145,7 +145,7 @@ class GrpcFrameParser:
                     out.append(GrpcFrame(b"", received, flag & 1 == 1, length, oversize=True, trailers=flag > 1))
                     have = min(length, end - pos)
                     pos += have
-                    self._skip = length - have
+                    self._skip, self._skip_length = length - have, length
                     if self._skip:
                         break
                     continue
@@ -210,11 +210,12 @@ class GrpcFrameParser:
         return 1 if self._frame is not None or (self._skip and self._skip_counted) else 0
 
     def pending(self) -> int:
-        """Bytes of an incomplete message (prefix included) held or skipped: non-zero at the end means a cut."""
-        if self._skip and self._skip_counted:  # a message only counted or shed: as if it were held
+        """Bytes of an incomplete message that arrived (prefix included), held or skipped: non-zero at the end
+        means a cut. (A message skipped, oversize, only counted or shed, counts as if it were held: its bytes that
+        came, never the bytes its prefix still promised.)"""
+        if self._skip:
             return PREFIX + self._skip_length - self._skip
-        held = len(self._buf) + (PREFIX if self._frame is not None else 0)
-        return held + self._skip
+        return len(self._buf) + (PREFIX if self._frame is not None else 0)
 
     def _message(self, data: bytes, received: float | None) -> GrpcFrame:
         """A compressed message, decompressed."""

@@ -7,7 +7,7 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass
-from urllib.parse import unquote
+from urllib.parse import unquote, unquote_to_bytes
 
 from .headers import Headers
 
@@ -57,7 +57,23 @@ def grpc_status(headers: Headers, trailers: Headers | None) -> tuple[GrpcStatus 
     message = source.get("grpc-message")
     reason = _reason(source.get("grpc-status-details-bin"), anomalies)
     name = STATUS_NAMES[code] if 0 <= code < len(STATUS_NAMES) else None
-    return GrpcStatus(code, name, unquote(message) if message else None, reason), anomalies
+    return GrpcStatus(code, name, _text(message, anomalies) if message else None, reason), anomalies
+
+
+def _text(message: str, anomalies: list[str]) -> str:
+    """`grpc-message` percent-decoded (UTF-8, as gRPC encodes it). Bytes that are not UTF-8, percent-encoded or
+    raw (a header value mitmproxy kept as surrogates), are each a U+FFFD, and `grpc_message_not_utf8` says so."""
+    if "%" not in message and message.isascii():
+        return message
+    try:
+        return unquote(message, errors="strict").encode("utf-8").decode("utf-8")
+    except UnicodeError:  # (also a lone surrogate, which no column stores)
+        anomalies.append("grpc_message_not_utf8")
+    try:
+        raw = message.encode("utf-8", "surrogateescape")  # (mitmproxy's: each odd byte back as it came)
+    except UnicodeEncodeError:  # a surrogate no byte gives
+        raw = message.encode("utf-8", "surrogatepass")
+    return unquote_to_bytes(raw).decode("utf-8", "replace")
 
 
 def _reason(details: str | None, anomalies: list[str]) -> str | None:

@@ -250,6 +250,7 @@ def test_bad_messages_become_anomalies() -> None:
         "grpc_frame_malformed:flag=9@14",
         "grpc_unary_messages:2",
         "grpc_message_undecodable:DecodeError",
+        "grpc_message_empty",  # the second, zero-length: a SendMessage response without its payload
     ]
 
 
