@@ -7,6 +7,7 @@ from typing import Any
 from . import urls
 from .constants import CONVERSE_URI
 from .envelope import clip
+from .headers import uri_variants
 from .redact import NO_OPERATOR_PATTERNS, Redaction, redact_card_json, stored_json
 
 # entries of each list a card row records (interfaces, skills, tools): `{}` is three bytes of a card, and each
@@ -184,12 +185,19 @@ def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
     caps = card.get("capabilities")
     exts = caps.get("extensions") if isinstance(caps, dict) else None
     decl = None
+    declared = 0
     for ext in exts if isinstance(exts, list) else []:  # (an int here raised TypeError: the card was lost)
-        if isinstance(ext, dict) and ext.get("uri") == CONVERSE_URI:
-            decl = ext
-            break
+        if isinstance(ext, dict):
+            uri = ext.get("uri")
+            if uri == CONVERSE_URI:
+                decl = decl or ext
+                declared += 1
+            elif isinstance(uri, str):
+                uri_variants([uri], "card", anomalies)  # (`…/v1/`, another case, `…/v2`: not declared, said)
     if decl is None:
         return out
+    if declared > 1:  # the first read, as A2A clients look an extension up
+        anomalies.append(f"card_converse_declared_more_than_once:{declared}")
     out["converse_declared"] = True
     required = decl.get("required", False)  # A2A's AgentExtension: `required` defaults to false
     out["converse_required"] = required if isinstance(required, bool) else None
@@ -213,17 +221,37 @@ def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
     else:
         anomalies.append("card_converse_mcp_missing")
     tools = params.get("tools")
-    if tools is not None and not isinstance(tools, list):
+    if tools is None:  # the spec: "Empty when none is exposed", so present
+        anomalies.append("card_converse_tools_missing")
+    elif not isinstance(tools, list):
         anomalies.append(f"wrong_type:params.tools={type(tools).__name__}")
         tools = []
     skill_ids = set(out["skill_ids"])
+    names: set[Any] = set()
+    said: set[str] = set()  # kinds of oddity said of a tool: each once, naming the first tool (a card lists 1,000)
+
+    def once(kind: str, detail: str) -> None:
+        if kind not in said:
+            said.add(kind)
+            anomalies.append(f"{kind}{detail}")
+
     for t in _items(tools, "tools", anomalies):
         if not isinstance(t, dict):
             anomalies.append("wrong_type:params.tools[]")
             continue
+        name = t.get("toolName")
+        if name is None:
+            once("missing:params.tools[].toolName", "")
+        elif isinstance(name, str) and name in names:  # "one entry per routine"
+            once("card_tool_listed_twice", f":{clip(name)}")
+        names.add(name if isinstance(name, str) else None)
         schema = t.get("inputSchema")
-        if schema is not None and not isinstance(schema, dict):
-            anomalies.append(f"card_tool_schema_not_object:{clip(t.get('toolName'))}")
+        if schema is None:
+            once("card_tool_schema_missing", f":{clip(name)}")
+        elif not isinstance(schema, dict):
+            anomalies.append(f"card_tool_schema_not_object:{clip(name)}")
+        elif schema.get("type", "object") != "object":  # built from the routine's slots: an object of them
+            once("card_tool_schema_type", f":{clip(name)}={clip(schema.get('type'))}")
         required_fields = schema.get("required") if isinstance(schema, dict) else None
         if required_fields is not None and not isinstance(required_fields, list):
             # JSON Schema's `required` is a list of names: a string's characters or an object's keys are not
@@ -242,6 +270,6 @@ def _fields(card: Any, anomalies: list[str]) -> dict[str, Any]:
     unmatched = [t["tool_name"] for t in out["tools"] if t["tool_name"] not in skill_ids]
     out["unmatched_tools"] = [u for u in unmatched if u is not None]
     out["tools_match_skills"] = not unmatched
-    for name in unmatched:
+    for name in out["unmatched_tools"]:  # (a tool without a name is said above)
         anomalies.append(f"card_tool_without_skill:{clip(name)}")
     return out

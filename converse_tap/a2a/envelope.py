@@ -180,6 +180,10 @@ def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
         out["originating_request_id"] = _str(cov, "originatingRequestId", w, anomalies)
         if out["coverage_availability"] is None:
             anomalies.append("missing:answerCoverage.availability")
+        elif out["coverage_availability"] == "not_recorded" and out["coverage"] is not None:
+            # "not_recorded means no assessment ran for that turn": a verdict beside it came from nowhere (kept,
+            # and said; the coverage figures count assessed turns only)
+            anomalies.append("coverage_without_assessment:not_recorded")
 
     own = raw.get("ownership")
     if own is not None and own.__class__ is not dict:  # (as _obj, which says what it was)
@@ -187,6 +191,11 @@ def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
     if own is not None:
         out["ownership_state"] = _enum(own, "state", "ownership.", OWNERSHIP_STATES, anomalies)
         out["ownership_suppressed"] = _bool(own.get("suppressed"), "ownership.suppressed", anomalies)
+        if out["ownership_state"] is None and own.get("state") is None:
+            anomalies.append("missing:ownership.state")
+        elif out["ownership_suppressed"] is True and out["ownership_state"] == "ai_owned":
+            # "suppressed is true when a person owns the conversation": both kept, the contradiction said
+            anomalies.append("suppressed_not_human_owned:ai_owned")
 
     routine = raw.get("routine")
     if routine is not None and routine.__class__ is not dict:  # (as _obj, which says what it was)
@@ -206,6 +215,8 @@ def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
                 anomalies.append("pending_input_not_waiting:completed")
         if out["routine_name"] is None and out["routine_tool_name"] is None:
             anomalies.append("missing:routine.name")
+        if routine.get("status") is None:  # (a routine instance is followed by its statuses: metrics.md)
+            anomalies.append("missing:routine.status")
 
     inv = raw.get("invocation")
     if inv is not None and inv.__class__ is not dict:  # (as _obj, which says what it was)
@@ -213,6 +224,10 @@ def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
     if inv is not None:
         out["invocation_tool_name"] = _str(inv, "toolName", "invocation.", anomalies)
         out["invocation_outcome"] = _enum(inv, "outcome", "invocation.", INVOCATION_OUTCOMES, anomalies)
+        if inv.get("toolName") is None:  # the spec: "toolName and an outcome"
+            anomalies.append("missing:invocation.toolName")
+        if inv.get("outcome") is None:
+            anomalies.append("missing:invocation.outcome")
 
     cites = raw.get("citations")
     if cites is not None:
@@ -240,6 +255,8 @@ def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
                     chunk_id = _text(chunk_id, "citations[].chunkId", anomalies)
                     title = _text(title, "citations[].title", anomalies)
                     source = _text(source, "citations[].sourceUrl", anomalies)
+                if document_id is None:  # the spec: "each entry has documentId, chunkId, title"
+                    _once("missing:citations[].documentId", anomalies)
                 rows.append({"document_id": document_id, "chunk_id": chunk_id, "title": title, "source_url": source})
             out["citations"] = rows
             out["citation_count"] = len(rows) + skipped
@@ -247,7 +264,30 @@ def flatten_envelope(raw: Any, anomalies: list[str]) -> dict[str, Any]:
                 anomalies.append(f"citations_not_kept_past:{MAX_ITEMS}:{len(rows) + skipped}")
         else:
             anomalies.append(f"wrong_type:citations={type(cites).__name__}")
+    if cov is None or own is None or (out["author"] is None and raw.get("author") is None):
+        _near_misses(raw, anomalies)  # (a field looked for and not found: under another spelling?)
+    if out["author"] is None and raw.get("author") is None and out["ownership_suppressed"] is not True:
+        # a reply is the agent's or a person's; only a suppressed turn (nothing generated) has no author
+        anomalies.append("missing:author")
     return out
+
+
+# the envelope's members, by their spelling folded (no `_`, lower case): a serialiser that writes `answer_coverage`
+# or `AnswerCoverage` loses the field to a reader of the spec's names
+_FOLDED = {k.lower(): k for k in ("author", "answerCoverage", "ownership", "routine", "invocation", "citations")}
+
+
+def _near_misses(raw: dict[str, Any], anomalies: list[str]) -> None:
+    """Say members named like an envelope field but not as the spec spells it (`envelope_field_variant:<key>`):
+    not read (a member of another name may be another extension's), but not silently lost either."""
+    for key in raw:
+        if key.__class__ is str and key not in _SPELT:
+            spelt = _FOLDED.get(key.replace("_", "").replace("-", "").lower())
+            if spelt is not None:
+                anomalies.append(f"envelope_field_variant:{clip(key)}")
+
+
+_SPELT = frozenset(_FOLDED.values())
 
 
 def _pending_input(value: Any, anomalies: list[str]) -> tuple[list[dict[str, Any]] | None, int]:
@@ -264,14 +304,22 @@ def _pending_input(value: Any, anomalies: list[str]) -> tuple[list[dict[str, Any
         if not isinstance(s, dict):
             _once(f"wrong_type:routine.pendingInput[]={type(s).__name__}", anomalies)
             continue
-        required = bool(_bool(s.get("required"), "routine.pendingInput[].required", anomalies))
+        required = s.get("required")
+        if required is not None and required.__class__ is not bool:  # (said once per list, as `_text` does)
+            said: list[str] = []
+            required = _bool(required, "routine.pendingInput[].required", said)
+            _once(said[0], anomalies)
+        required = bool(required)
         required_open += required
         seen += 1
         if len(slots) == MAX_ITEMS:  # counted, not kept
             continue
+        key = s.get("key")
+        if key is None:
+            _once("missing:routine.pendingInput[].key", anomalies)
         slots.append(
             {
-                "key": _text(s.get("key"), "routine.pendingInput[].key", anomalies),
+                "key": _text(key, "routine.pendingInput[].key", anomalies),
                 "type": _text(s.get("type"), "routine.pendingInput[].type", anomalies),
                 "required": required,
                 "description": _text(s.get("description"), "routine.pendingInput[].description", anomalies),

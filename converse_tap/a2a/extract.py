@@ -10,13 +10,13 @@ from typing import Any
 from . import fastjson, urls
 from .charset import NOT_UTF8, loads_not_utf8
 from .classify import A2ARequest, classify
-from .constants import CONVERSE_URI, PUSH_AGENT, PUSH_BINDING, TERMINAL_TASK_STATES
+from .constants import PUSH_AGENT, PUSH_BINDING, TERMINAL_TASK_STATES
 from .exchange import HttpExchange
 from .finish import finish_extraction, said
 from .grpc import DEFAULT_MAX, extract_grpc_response, message_payload, request_params
 from .grpc_frames import GrpcFrame
 from .grpc_web import WebTrailers
-from .headers import split_uris
+from .headers import activated, split_uris
 from .objects import Sighting, Walk, get
 from .push import read_delivery
 from .redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy, cached_for_short
@@ -134,7 +134,7 @@ class Extractor:
     exchange is), `event` for each SSE event of a live stream (its data is then dropped), `finish` at the end,
     after the caller has filled in the exchange's end (ts_end, bytes_out, error)."""
 
-    __slots__ = ("_web", "confirmed", "ctx", "ex", "mark", "n_events", "out", "req", "settled", "walk")
+    __slots__ = ("_web", "confirmed", "ctx", "ended", "ex", "mark", "n_events", "out", "req", "settled", "walk")
 
     def __init__(self, ex: HttpExchange, req: A2ARequest, out: Extraction, ctx: Ctx) -> None:
         self.ex, self.req, self.out, self.ctx = ex, req, out, ctx
@@ -142,6 +142,9 @@ class Extractor:
         self.confirmed = req.certain or "a2a+json" in (out.exchange["content_type"] or "")
         self.n_events = 0
         self.settled = False  # a stream's final A2A event has been seen
+        # its last event was in (`final`, an error, a terminal state, a Message: a client stops reading there):
+        # None not yet, True yes, False yes and a later event said so (once)
+        self.ended: bool | None = None
         self._web: WebTrailers | None = None  # made for a gRPC response only
         self.mark = len(out.exchange["anomalies"])  # where a gRPC response's own notes begin
 
@@ -177,7 +180,8 @@ class Extractor:
         resp_hdr = ex.response_headers
         sent = resp_hdr.get_both("a2a-extensions", "x-a2a-extensions")
         echoed = split_uris(sent, redaction, anomalies, "extensions_echoed") if sent else []
-        converse_requested = CONVERSE_URI in requested
+        converse_requested = activated(asked, requested, "extensions_requested", anomalies)
+        converse_echoed = activated(sent, echoed, "extensions_echoed", anomalies)
         content_type = (resp_hdr.get("content-type") or "").lower()
         # the row's columns in their order (EXCHANGE_COLUMNS), set on a copy: cheaper than a display of 44 keys
         row = _EXCHANGE_ROW.copy()
@@ -202,7 +206,7 @@ class Extractor:
         row["extensions_requested"] = requested
         row["extensions_echoed"] = echoed
         row["converse_requested"] = converse_requested
-        row["converse_echoed"] = CONVERSE_URI in echoed
+        row["converse_echoed"] = converse_echoed
         row["status_code"] = ex.status
         row["content_type"] = content_type or None
         row["bytes_in"] = ex.bytes_in
@@ -241,20 +245,31 @@ class Extractor:
             self.out.first_event = ev.received
         self.settled = False
         row = self.out.exchange
+        if self.ended:  # (recorded all the same: the agent sent it)
+            row["anomalies"].append(f"sse_event_after_final:{i}")
+            self.ended = False
         if ev.oversize:
             row["anomalies"].append(f"sse_event_too_large:{i}")
             return
         if ev.not_utf8:
             row["anomalies"].append(f"sse_event_not_utf8:{i}")
+        if ev.unterminated:
+            row["anomalies"].append(f"sse_event_unterminated:{i}")
         doc, err = _loads(ev.data)
         if err:
             row["anomalies"].append(f"{err}:event[{i}]")
             return
         self.confirmed |= self.ctx.payload(doc, self.walk, i, ev.event == "error", ev.received or self._replied())
-        if ev.event == "error" or _final(doc) or self.walk.task_state in _SETTLED_STATES:
+        final = ev.event == "error" or _final(doc)
+        state = self.walk.task_state
+        if final or state in _SETTLED_STATES:
             self.settled = True
+            if self.ended is None and (final or state in TERMINAL_TASK_STATES):
+                self.ended = True  # (an interrupted state may resume on a subscription: no end)
         elif self.walk.event_kinds and self.walk.event_kinds[-1] == "message":
             self.settled = True  # a stream answered with a Message ends with it
+            if self.ended is None:
+                self.ended = True
 
     def grpc_message(self, frame: GrpcFrame, codec: str = "proto") -> None:
         """One message of a gRPC response as it arrives (live), in order; `finish` counts it, and no more. A
@@ -387,10 +402,15 @@ def failed_extraction(
 
 
 def _final(doc: Any) -> bool:
-    """A streamed JSON-RPC result or REST event that says it is the last one (`final: true`, v0.3)."""
+    """A streamed JSON-RPC result or REST event that says it is the last one (`final: true`, v0.3), or a JSON-RPC
+    error."""
     if not isinstance(doc, dict):
         return False
-    result = doc.get("result", doc)
+    result = doc.get("result")
+    if result is None:
+        if doc.get("error") is not None:  # an error (JSON-RPC, or a REST body) ends its stream, named or not
+            return True
+        result = doc
     if not isinstance(result, dict):
         return False
     if result.get("final") is True:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .constants import CONVERSE_URI, MAX_URIS
+from .constants import CONVERSE_URI, CONVERSE_URI_BASE, MAX_URIS
+from .envelope import clip
 from .redact import NO_OPERATOR_PATTERNS, Redaction
 from .redact_url import SHORT_TEXT
 
@@ -97,5 +98,45 @@ def split_uris(
     return list(seen)
 
 
+def activated(values: list[str], uris: list[str], what: str, anomalies: list[str]) -> bool:
+    """Whether header `values` (split into `uris`, redacted) hold the converse extension's exact URI, as a server
+    compares it; if not, the near misses among `uris` are named (`uri_variants`). The URIs as sent are looked at:
+    redaction lower-cases a scheme and drops a fragment or userinfo, so `HTTPS://…` or `…/v1#x` is stored as the
+    exact URI, which it is not."""
+    if CONVERSE_URI in uris and exact_uri(values):
+        return True
+    if uris:
+        uri_variants(uris, what, anomalies)
+    return False
+
+
+def exact_uri(values: list[str]) -> bool:
+    """Whether header values hold the converse extension's exact URI as an item, as a server compares it (the
+    stored URIs are redacted, which lower-cases a scheme and drops a fragment or userinfo)."""
+    for value in values:
+        if value == CONVERSE_URI:  # (the common case: the one URI, alone)
+            return True
+    return any(uri.strip() == CONVERSE_URI for value in values for uri in value.split(","))
+
+
+def uri_variants(uris: list[str], what: str, anomalies: list[str]) -> None:
+    """Say the URIs of a list without the converse extension's exact URI that look meant for it: the spec's "Check
+    that A2A-Extensions holds the exact URI, including the v1 at the end". `extension_uri_variant:<what>:<uri>`
+    (another case, a trailing slash, quotes: not the extension, so not `converse_requested`) or
+    `extension_other_version:<what>:<uri>` (`…/v2`: another version of it, which this page does not describe)."""
+    for uri in uris:
+        if "a2a-converse-extension" not in uri.lower():  # (the one test most lists fail)
+            continue
+        text = uri.strip("\"' <>").rstrip("/").lower()
+        if text.startswith(_BASE):
+            rest = text[len(_BASE) :]
+            version = rest[1:] if rest[:1] == "v" else ""
+            odd = "other_version" if version.isdigit() and version.isascii() and rest != "v1" else "uri_variant"
+        else:
+            odd = "uri_variant"
+        anomalies.append(f"extension_{odd}:{what}:{clip(uri)}")
+
+
+_BASE = CONVERSE_URI_BASE.lower()
 _SPLIT: dict[str, tuple[str, ...]] = {}  # header value -> its URIs (values of up to SHORT_TEXT characters)
 _SPLIT_MAX = 1024

@@ -23,6 +23,7 @@ _WRAPPERS = {
     "artifactUpdate": "artifactUpdate",
     "status_update": "statusUpdate",
     "artifact_update": "artifactUpdate",
+    "msg": "message",  # v0.3 proto: `Message msg = 2 [json_name = "message"]`, as a proto-named printer writes it
 }
 
 

@@ -204,6 +204,8 @@ class Ctx:
             role = _STR_ROLES.get(said) if said.__class__ is str else None  # (the common case, as normalise_role)
             if role is None:
                 role = normalise_role(said, anomalies)
+                if said is None:  # A2A: a Message's role is required (the reply is counted as no one's)
+                    anomalies.append("missing:role")
         text, kinds = text_and_kinds(obj, anomalies)
         exts = [] if obj.get("extensions") is None else extensions_of(obj, anomalies)
         metadata = obj.get("metadata")
@@ -213,6 +215,8 @@ class Ctx:
             present, raw = find_envelope(metadata, exts, anomalies, agent_side=role != "user")
         env = None
         if present:
+            if role == "user":  # the spec: human and agent replies "both arrive as ROLE_AGENT"
+                anomalies.append("envelope_on_user_message")
             env = flatten_envelope(raw, anomalies)
             stored = env.get("envelope_json")
             if stored is not None and redact_card_json(raw, self.redaction, stored) is not stored:

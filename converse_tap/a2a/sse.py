@@ -16,6 +16,9 @@ class SseEvent:
     received: float | None = None
     oversize: bool = False
     not_utf8: bool = False  # its data held bytes that are not UTF-8, read as U+FFFD (as the standard says)
+    # the stream ended before its blank line: dispatched at `close` (the standard, and the a2a-sdk's client,
+    # drop such an event: its client may never have seen it)
+    unterminated: bool = False
 
 
 class SseParser:
@@ -160,6 +163,7 @@ class SseParser:
         if self._data_bytes:
             ev = self._dispatch(received)
             if ev is not None:
+                ev.unterminated = True
                 events.append(ev)
         return events
 

@@ -470,7 +470,7 @@ def test_agent_card_v1_with_converse_declaration() -> None:
     assert (c["tools_match_skills"], c["unmatched_tools"], c["anomalies"]) == (
         False,
         ["ghost"],
-        ["card_tool_without_skill:ghost"],
+        ["card_tool_schema_missing:ghost", "card_tool_without_skill:ghost"],
     )
     assert c["interfaces"][0]["binding"] == "JSONRPC"
 

@@ -270,7 +270,12 @@ def test_card_and_citation_urls_carry_their_anomalies() -> None:
     assert not any("interfaces[1]" in a for a in anomalies)
     notes: list[str] = []
     flatten_envelope({"citations": [{"sourceUrl": "https://h:x/\udcff"}]}, notes)
-    assert notes == ["url_not_utf8:citations[].sourceUrl", "url_malformed:port:citations[].sourceUrl"]
+    assert notes == [
+        "url_not_utf8:citations[].sourceUrl",
+        "url_malformed:port:citations[].sourceUrl",
+        "missing:citations[].documentId",
+        "missing:author",
+    ]
 
 
 @pytest.mark.parametrize(
