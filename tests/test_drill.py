@@ -110,8 +110,13 @@ def test_windows_narrow_every_view(sample: Path) -> None:
     late = ["--since", "1999-12-31T23:03:00Z", "--format", "json"]
     r = invoke("sql", str(sample), "SELECT count(*) AS n FROM replies", *late)
     assert json.loads(r.stdout) == [{"n": 5}]  # as the report: a4..a7 and a1's poll (test_cli.test_filters...)
+    agent = ["--agent", "agent.test:9000/a2a/jsonrpc", "--format", "json"]
+    r = invoke("sql", str(sample), "SELECT count(*) AS n FROM exchanges", *agent)
+    assert json.loads(r.stdout) == [{"n": 8}]  # the A2A calls, not the card fetch (agent.test:9000)
+    # an agent the dataset never saw is refused as `report` refuses it, not answered with zero rows
     r = invoke("sql", str(sample), "SELECT count(*) AS n FROM exchanges", "--agent", "nobody", "--format", "json")
-    assert json.loads(r.stdout) == [{"n": 0}]
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert "'nobody': the dataset" in r.stderr and "never saw this agent" in r.stderr
 
 
 def test_sql_on_a_directory_without_data_says_so(tmp_path: Path) -> None:

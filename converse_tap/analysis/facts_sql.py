@@ -238,7 +238,9 @@ WITH statuses AS (
            arg_min(routine_tool_name, sk) AS tool_name,
            count(*) AS turns,
            min(first_seen) AS started,
-           max(first_seen) AS last_seen,
+           -- the time of the last status (none when it has none: an untimed sighting is ordered last), not the
+           -- latest time among them: an instance ended by an untimed status has no known duration or idle time
+           arg_max_null(first_seen, sk) AS last_seen,
            arg_max(routine_status, sk) AS last_status,
            arg_max_null(prev_pos, sk) AS prev_pos
     FROM paired

@@ -11,7 +11,7 @@ import click
 
 from ..textsafe import json_safe, safe_line, safe_text
 from .common import UsageError, _memory_size, _skipped, _window, window_options
-from .guards import DATASET, Dataset, SafeError, check_dataset, read_error
+from .guards import DATASET, Dataset, SafeError, check_dataset, check_source, read_error
 
 if TYPE_CHECKING:
     from ..analysis.engine import Engine
@@ -98,6 +98,9 @@ def sql_command(
 
     fmt = fmt or ("table" if sys.stdout.isatty() else "csv")
     window = _window(agents, since, until)
+    # an --agent the dataset never saw is refused as `report` refuses it: an empty answer from a misspelt name
+    # would read as "nothing happened" (a query whose own WHERE matches nothing is still an empty answer)
+    check_source(dataset, window, memory_limit)
     engine = _open(dataset, window, memory_limit, facts_named(query))
     if not engine.present:  # an empty answer from no data is not an answer
         click.echo(safe_line(f"note: {dataset} holds no Parquet files yet: every view is empty"), err=True)

@@ -11,7 +11,7 @@ from .guards import (
     DATASET,
     Dataset,
     UsageError,
-    check_dataset,
+    check_source,
 )
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def export_otlp(
     if why is not None:
         raise UsageError(why)
     window = _window(agents, since, until)
-    check_dataset(dataset)
+    check_source(dataset, window)  # not a dataset, or an --agent it never saw: refused as `report` refuses them
     from ..store.changes import ReadInterrupted
 
     warned: set[str] = set()

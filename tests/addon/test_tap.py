@@ -442,8 +442,13 @@ def test_capture_gaps_are_a_view_of_sql(tmp_path: Path) -> None:
     writer.submit(CaptureGap("worker_died", 12, 3400, 1.0e9, 1.0e9 + 5))
     writer.close()
     query = "SELECT reason, records FROM capture_gaps"
-    result = CliRunner().invoke(cli, ["sql", str(tmp_path), query, "--format", "csv", "--agent", "a"])
+    result = CliRunner().invoke(cli, ["sql", str(tmp_path), query, "--format", "csv"])
     assert (result.exit_code, result.stdout) == (0, "reason,records\nworker_died,12\n"), result.output
+    # an --agent this dataset never saw is refused (as report refuses it); that --agent leaves capture_gaps whole is
+    # tests/test_cli_hunt_V.py's, over a dataset with an agent
+    result = CliRunner().invoke(cli, ["sql", str(tmp_path), query, "--format", "csv", "--agent", "a"])
+    assert (result.exit_code, result.stdout) == (2, ""), result.output
+    assert "never saw this agent" in result.stderr
 
 
 def test_records_lost_with_a_dead_worker_are_written_down_by_the_next(tmp_path: Path) -> None:
