@@ -27,6 +27,9 @@ from .redact import Redaction, TextPolicy, redact_card_json
 from .wiretext import MAX_KEY, bound_keys, bounded_key, redact_wire_text
 
 MESSAGE_METHODS = frozenset({"SendMessage", "SendStreamingMessage"})
+# methods whose success carries an A2A object (a Task or Message, or a stream's event of one); a result that is an
+# object of none of them (`{}`, `{"ok": true}`) answered the call with nothing, and the row says so
+OBJECT_METHODS = MESSAGE_METHODS | {"GetTask", "CancelTask", "SubscribeToTask"}
 
 
 _RELEASED: dict[str, Any] = {}  # what a sighting's object becomes once its row is made
@@ -141,9 +144,11 @@ class Ctx:
                 return True
             if req.dialect == "v0.3" and isinstance(result, V03_NON_OBJECT_RESULTS.get(req.method, ())):
                 return True  # a v0.3 result of its schema's shape that is no object (and carries no message)
-            before = len(walk.sightings)
+            before, kinds = len(walk.sightings), len(walk.event_kinds)
             walk_result(result, "result" if event_index is None else f"event[{event_index}].result", walk)
             self._sightings(walk, before, event_index, ts)
+            if len(walk.event_kinds) == kinds and result.__class__ is dict and req.method in OBJECT_METHODS:
+                row["anomalies"].append(f"result_without_a2a_object{_where(event_index)}")
             return True
         # REST
         status = self.ex.status or 0
@@ -157,7 +162,11 @@ class Ctx:
         kinds = len(walk.event_kinds)
         walk_result(doc, "body" if event_index is None else f"event[{event_index}]", walk)
         self._sightings(walk, before, event_index, ts)
-        return len(walk.event_kinds) > kinds or (isinstance(doc, dict) and isinstance(doc.get("tasks"), list))
+        if len(walk.event_kinds) > kinds:
+            return True
+        if doc.__class__ is dict and req.method in OBJECT_METHODS and req.binding == "rest" and req.certain:
+            row["anomalies"].append(f"result_without_a2a_object{_where(event_index)}")
+        return isinstance(doc, dict) and isinstance(doc.get("tasks"), list)
 
     def delivered(self, doc: Any, walk: Walk, ts: float | None) -> None:
         """A push delivery's body (push.py): the agent's objects, read as a stream event's or a poll's are."""
