@@ -13,11 +13,13 @@ from typing import Any
 import orjson
 
 from .redact_secrets import (
+    JWK_PRIVATE,
     PLAIN_KEYS,
     hidden,
     hidden_text,
     hides_a_secret,
     is_secret_json_key,
+    jwk_private,
     lone_secret_pair,
     named_secret_value,
     pair_list,
@@ -102,7 +104,7 @@ class Redaction:
                 for k in v:
                     if k not in clean and isinstance(k, str):
                         keep(k)
-                if not v.keys() <= plain_keys and hides_a_secret(v):  # (keys known plain: one C comparison)
+                if not v.keys() <= plain_keys and hides_a_secret(v):  # (keys known plain: one C comparison; JWKs)
                     return True
                 if ("value" in v or "Value" in v) and named_secret_value(v):  # `{"name": "Authorization", …}`
                     return True
@@ -159,8 +161,13 @@ class Redaction:
             source, target = pending.pop()
             if isinstance(source, dict):
                 pair = named_secret_value(source)  # `{"name": "Authorization", "value": "…"}`: the value goes
+                jwk = "kty" in source and jwk_private(source)  # a JSON Web Key: its private members go
                 for k, v in source.items():  # a key redacted into one already there replaces its value, in order
-                    if isinstance(k, str) and (k == pair or is_secret_json_key(k)) and secret_text_in(v):
+                    if (
+                        isinstance(k, str)
+                        and (k == pair or is_secret_json_key(k) or (jwk and k in JWK_PRIVATE))
+                        and secret_text_in(v)
+                    ):
                         v = hidden(v)  # `"token": "…"`, `"credentials": […]`: the text goes, whatever its shape
                     target[self.log_text(k) if isinstance(k, str) else k] = copy(v)
             elif source and pair_list(source):  # `[["Authorization", "Bearer …"], …]`: a secret name's value goes

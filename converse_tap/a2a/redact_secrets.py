@@ -39,6 +39,7 @@ _NOT_SECRET_TAIL = re.compile(
     r"ttl|timeout|age|algorithm|location|in|enabled|rotation|set|usage|used|budget|total|remaining|estimate|cost|"
     r"rate|quota|limits|stdin|audience|issuer|lifetime)$"
 )
+_PASS_TAIL = re.compile(r"[-_.](?:pass|pw)$")  # `DB_PASS`, `SMTP_PW`: a password's name cut short
 _SESSION_ID = re.compile(r"(?:sess(?:ion)?[-_.]?id|(?:^|[-_.])sid)$")  # `JSESSIONID`, `PHPSESSID`, `connect.sid`
 
 
@@ -46,7 +47,7 @@ def is_secret_text_name(name: str) -> bool:
     """Whether `name` (of a `name=value` in text, or a JSON key) names a credential. Narrower than a URL's secret
     query names: free text and documents also carry names like `author`, `code` or `key` that are no credential."""
     low = name.lower().strip("-_.")
-    if low in _SECRET_EXACT or _SESSION_ID.search(low):
+    if low in _SECRET_EXACT or _SESSION_ID.search(low) or _PASS_TAIL.search(low):
         return True
     return bool(_SECRET_WORD.search(low)) and not _NOT_SECRET_TAIL.search(low)
 
@@ -101,6 +102,8 @@ def hides_a_secret(d: dict[Any, Any]) -> bool:
     It runs on every object of every envelope: values that cannot be text are skipped first, keys are looked up."""
     if d.keys() <= PLAIN_KEYS:  # every key known to name no credential: one set comparison, at C speed
         return False
+    if "kty" in d and jwk_private(d):  # a JSON Web Key with its private members (`kty` is never a plain key)
+        return True
     known = _JSON_KEY_CACHE.get
     for k, v in d.items():
         t = type(v)
@@ -113,8 +116,18 @@ def hides_a_secret(d: dict[Any, Any]) -> bool:
             return True
     if len(PLAIN_KEYS) >= _JSON_KEY_CACHE_MAX:
         PLAIN_KEYS.clear()
-    PLAIN_KEYS.update(k for k in d if type(k) is str and len(k) <= 64 and not is_secret_json_key(k))
+    PLAIN_KEYS.update(k for k in d if type(k) is str and len(k) <= 64 and k != "kty" and not is_secret_json_key(k))
     return False
+
+
+# a JSON Web Key's private members (RFC 7518: RSA's `d`, `p`, `q`, `dp`, `dq`, `qi`, `oth`; EC's and OKP's `d`;
+# a symmetric key's `k`)
+JWK_PRIVATE = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
+
+
+def jwk_private(d: dict[Any, Any]) -> bool:
+    """Whether an object is a JSON Web Key (it has a `kty`) holding private members (the caller has seen `kty`)."""
+    return type(d.get("kty")) is str and any(k in d and secret_text_in(d[k]) for k in JWK_PRIVATE)
 
 
 _PAIR_NAMES = ("name", "key", "Name", "Key")
@@ -164,17 +177,37 @@ def hidden_text(value: str) -> str:
 _HEADER_NAMES = frozenset({"authorization", "cookie", "cookie2"})
 
 
+# a header's name as written (`Content-Type`, `X-Api-Key`; one word of the common ones: `Accept`): in a pair, a
+# second name (a list of two headers), not a value
+_HEADER_NAME = re.compile(r"[A-Z][a-z0-9]*+(?:-[A-Za-z0-9][a-z0-9]*+)++")
+_ONE_WORD_HEADERS_TEXT = """
+    Accept Allow Authorization Connection Cookie Date Expect Forwarded From Host Link Location Origin Pragma Prefer
+    Priority Range Referer Server Trailer Upgrade Vary Via
+"""
+_ONE_WORD_HEADERS = frozenset(_ONE_WORD_HEADERS_TEXT.split())
+
+
+def is_header_name(value: str) -> bool:
+    """Whether `value` reads as a header's name (`Content-Type`, `Accept`), not a credential."""
+    return value in _ONE_WORD_HEADERS or _HEADER_NAME.fullmatch(value) is not None
+
+
+def secret_header_name(name: str) -> bool:
+    """A secret name written as a header's: with a `-` or `Authorization`/`Cookie`, and a capital letter."""
+    return ("-" in name or name.lower() in _HEADER_NAMES) and not name.islower() and is_secret_json_key(name)
+
+
 def lone_secret_pair(name: str, value: object, any_case: bool) -> bool:
     """Whether a two-item list or tuple that is no item of a list of pairs (`["X-Api-Key", "…"]`, `("Authorization",
     "…")`) pairs a header's name with its value: the name a secret name written as a header's (with a `-`, or
     `Authorization`/`Cookie`; with a capital letter unless `any_case`: gRPC metadata in text is lower case) and the
     value text that is no word about it (STATUS_WORDS); or any secret name and a value that `looks_generated` and
     is no secret name itself. A list of two tags (`["token", "password"]`, `["api-key", "security"]` in a
-    document) stays."""
+    document) and of two headers (`["X-Api-Key", "Accept"]`) stays."""
     if not _text(value) or not is_secret_json_key(name):
         return False
     assert isinstance(value, str)
-    if value.lower() in STATUS_WORDS:
+    if value.lower() in STATUS_WORDS or is_header_name(value):
         return False
     if ("-" in name or name.lower() in _HEADER_NAMES) and (any_case or not name.islower()):
         return True

@@ -33,6 +33,8 @@ from collections.abc import Callable
 
 from .redact_b64 import may_hold_base64
 from .redact_cli import command_lines, may_hold_command
+from .redact_code import code_secrets, may_hold_code_secret
+from .redact_markup import elements, escaped, may_hold_escapes, may_hold_markup, may_hold_table, tables
 from .redact_named import key_values, may_hold_key_value
 from .redact_pairs import auth_calls, may_hold_auth_call, may_hold_pairs, pairs
 from .redact_percent import may_hold_percent, percent_words
@@ -97,7 +99,18 @@ def may_change(text: str) -> bool:
         or may_hold_command(text)
         or may_hold_percent(text)
         or may_hold_auth_call(text)
+        or _may_hide_more(text)
     )
+
+
+def _may_hide_more(text: str) -> bool:
+    """The rules of the sixth hunt (escapes, code, mail transcripts, one-time codes): none changes an identifier
+    (`answerCoverage`, `book_table`: most strings `may_change` sees are a document's keys and enum values), which
+    one C call tells; then substring tests."""
+    if text.isidentifier():
+        return False
+    # (`&quot;password&quot;:` holds a secret name's word: `may_hold_key_value`)
+    return "&#" in text or "\\u00" in text or may_hold_code_secret(text)
 
 
 # a bytes literal as Python's repr writes it (mitmproxy's and h2's errors quote what they refuse this way)
@@ -185,10 +198,11 @@ _SCHEMELESS = re.compile(
 # the credentials of a scheme
 _AUTH = re.compile(
     r"(?i)(?<![a-z0-9-])((?:proxy-)?authorization(?:\\{0,8}[\"']\]?+)?\*{0,2}+[ \t]*(?:=>|[:=])\*{0,2}+[ \t]*"
-    r"(?:(?P<list>\[)(?!REDACTED\])[ \t]*)?"
+    r"(?P<fold>\r?\n[ \t]++)?(?:(?P<list>\[)(?!REDACTED\])[ \t]*)?"
     r"(?P<quote>\\{0,8}[\"'])?(?P<scheme>(?>(?:basic|bearer|digest|negotiate|ntlm|token|dpop|mac|hoba|apikey|"
     r"aws4-hmac-sha256)[ \t]+(?=[^\s'\",;\\])))?)"
     r"(?!\[REDACTED\])(?P<value>(?(list)[^\s'\",;\]\\]|[^\s'\",;\\])+)"
+    r"(?:(?P<gap>[ \t]++)(?P<second>[^\s'\",;\\\[\]()]++))?"
 )
 _SYMBOL = re.compile(r"[0-9+/=._~-]")
 _BEARER = re.compile(r"(?i)(?<![a-z0-9])(bearer(?:[ \t]++|[ \t]*+[:=][ \t]*+))([a-z0-9._~+/-]{3,}=*)")
@@ -210,17 +224,46 @@ _AUTH_WORDS = frozenset({"authorization", "auth", "header", "scheme", "using", "
 def _auth(m: re.Match[str]) -> str:
     """Credentials after an `Authorization:` name go: after a scheme, quoted, or a run of any other text (a header's
     value needs no scheme: `Authorization: sunshine`), unless the run is a word said about the header (STATUS_WORDS,
-    a scheme's name alone: `Authorization: required`, `Authorization: Bearer`) or a placeholder (`$TOKEN`)."""
+    a scheme's name alone: `Authorization: required`, `Authorization: Bearer`) or a placeholder (`$TOKEN`); the run
+    after a scheme of the vendor's own (`Authorization: SSWS …`, `Splunk …`) goes too. A sentence stays: a short
+    word of lower-case letters and two more, the first no word of STATUS_WORDS (`Authorization: manager approval
+    needed`)
+    is no header's value (a credential is one run, or a scheme and one run)."""
+    tail = (m.group("gap") or "") + (m.group("second") or "")
+    whole = m.group()[: len(m.group()) - len(tail)]
+    head = _auth_value(m, whole)
+    if head is whole or not tail or m.group("scheme"):
+        return head + tail
     value = m.group("value")
+    second = m.group("second").rstrip(_SENTENCE_END)
+    low = second.lower()
+    if value.isalpha() and value.islower() and len(value) <= _PROSE_WORD and second.isalpha() and second.islower():
+        third = _NEXT_WORD.match(m.string, m.end())
+        if low not in STATUS_WORDS and low not in _ABOUT_BEARER and third:
+            return m.group()  # a sentence
+    if value.islower() or low in STATUS_WORDS or low in _ABOUT_BEARER or not second or _PLACEHOLDER.fullmatch(second):
+        return head + tail
+    return head + m.group("gap") + REDACTED + m.group("second")[len(second) :]  # a vendor's scheme and its run
+
+
+_PROSE_WORD = 12  # letters of a word of prose read after `Authorization:` at most
+_NEXT_WORD = re.compile(r"[ \t]++([a-z]{2,}+)(?![A-Za-z0-9_-])")
+
+
+def _auth_value(m: re.Match[str], whole: str) -> str:
+    """`whole` (the match up to its value) with the value replaced, or `whole` itself when it stays."""
+    value = m.group("value")
+    if m.group("fold") and value.endswith(":"):
+        return whole  # YAML: `Authorization:` then a mapping under it (`type: bearer`)
     if (not m.group("scheme") and value.lower() in _SCHEMES) or _PLACEHOLDER.fullmatch(value):
-        return m.group()  # a scheme's name alone (before credentials redacted: `"Bearer [REDACTED]"`), `$TOKEN`
+        return whole  # a scheme's name alone (before credentials redacted: `"Bearer [REDACTED]"`), `$TOKEN`
     if m.group("scheme") or m.group("quote") or (len(value) >= 8 and _SYMBOL.search(value)) or looks_generated(value):
         return m.group(1) + REDACTED
     head = _UNTIL_BRACKET.match(value)
     word = head.group().rstrip(_SENTENCE_END) if head else ""
     low = word.lower()
     if not word or low in STATUS_WORDS or low in _ABOUT_BEARER or low in _SCHEMES:
-        return m.group()  # (and code: `"Authorization":[]string{…}`, Go's header literal, whose items are read alone)
+        return whole  # (and code: `"Authorization":[]string{…}`, Go's header literal, whose items are read alone)
     return m.group(1) + REDACTED + value[len(word) :]
 
 
@@ -294,15 +337,33 @@ def _text_url(m: re.Match[str], url: Callable[[str], str]) -> str:
 def free_text(text: str, url: Callable[[str], str], percent: bool = True) -> str:
     """`text` with the credentials this module's doc lists taken out (`url` redacts one URL); shapes are left
     to the caller. `percent`: also words percent-encoded (False for a word already decoded)."""
+    # `&#112;assword=…`, `"\u0070assword": …`: decoded when they hid one
+    if percent and ("&" in text or "\\u00" in text) and may_hold_escapes(text):
+        done = escaped(text, lambda decoded: redact_shapes(free_text(decoded, url, False)))
+        if done is not text:
+            return done
     named = may_hold_key_value(text)
     if may_hold_auth_call(text) and may_hold_pairs(text):  # before `auth=` takes its callee for its value
         text = auth_calls(text)  # `auth=HTTPBasicAuth('ann', '…')`, `ftp.login('ann', '…')`
+    # `jwt.encode(p, '…')`, `CURLOPT_USERPWD`, `AUTH PLAIN …`, `otp=123456`, `'Authorization', '…'` (before
+    # `token = jwt.encode(…)` takes the call for its value)
+    if (
+        may_hold_code_secret(text)
+        or (named and ("PASS " in text or "CURLOPT_" in text))  # (`pass`, `pwd`: a secret name's words)
+        or ((named or _auth_hint(text)) and may_hold_pairs(text))
+    ):
+        text = code_secrets(text)
     if named:  # first: a value read as a URL would lose only its part before a `/`
         text = key_values(text)
     if (named or _auth_hint(text)) and may_hold_pairs(text):
         text = pairs(text)  # header lists as pairs: `[('X-Api-Key', '…')]`, `{"name": …, "value": …}`
     if named or may_hold_command(text):  # `curl -u ann:…`, `--password …`, `mysql -p…`, `.netrc` entries
         text = command_lines(text)
+    hint = named or _auth_hint(text)
+    if hint and "<" in text and may_hold_markup(text):  # `<password>…</password>`, `<input type="password" …>`
+        text = elements(text)
+    if hint and "|" in text and may_hold_table(text):  # `| password | … |`, a column headed `password`
+        text = tables(text)
     if "b'" in text or 'b"' in text:
         text = quoted_heads(text, url)
     if " /" in text:

@@ -133,7 +133,12 @@ def _path_as_written(path: str, hook_host: bool = False) -> str:
         path = _PATH_PARAM.sub(param, path)
     if "/" in path:
         path = hook_path(_NAMED_SEGMENT.sub(rf"\1{REDACTED}", path), hook_host)
+    if "/bot" in path:  # a Telegram bot's token, whatever it reads as: `/bot<id>:<token>/sendMessage`
+        path = _BOT_TOKEN.sub(rf"\1{REDACTED}", path)
     return redact_shapes(path)
+
+
+_BOT_TOKEN = re.compile(r"(/bot[0-9]{3,16}+:)(?!\[REDACTED\])[^/;?#]++")
 
 
 _SEGMENT_SAFE = "!$&'()*+,;=:@[]-._~%"
@@ -202,7 +207,7 @@ def _query(query: str, depth: int) -> str:
                 value = _SEMI_PARAM.sub(_secret_param, value)
             if "=" in value and may_hold_key_value(value):  # pairs written in one value: `?data=password=hunter`
                 value = key_values(value)
-            out.append(f"{name}{eq}{_value_text(value)}")
+            out.append(f"{name}{eq}{_value_text(value, max(depth, 0))}")
     return "&".join(out)
 
 
@@ -237,19 +242,16 @@ def _query_part(raw: str, depth: int) -> str:
 _TEXTY = re.compile(r"[\s:=@(\[%/'\"-]")
 
 
-def _as_is(url: str) -> str:
-    return url
-
-
-def _value_text(value: str) -> str:
-    """A query value, decoded, read as free text too (its URLs as they are: `_nested` read them):
-    `?q=Authorization%3A+Bearer+…`, `?note=curl+-u+ann%3A…`; as it is when that changes nothing."""
+def _value_text(value: str, depth: int) -> str:
+    """A query value, decoded, read as free text too (a URL in it, within a sentence, redacted as `_nested` redacts
+    one, while the nesting is shallower than _MAX_NEST): `?q=Authorization%3A+Bearer+…`, `?note=curl+-u+ann%3A…`,
+    `?note=posted+to+https%3A//api.telegram.org/bot1%3A…`; as it is when that changes nothing."""
     if not _TEXTY.search(value):
         return value
     from .redact_text import free_text  # (redact_text imports this module: read when first needed)
 
     decoded = unquote_all(value, plus=True)
-    text = free_text(decoded, _as_is)
+    text = free_text(decoded, lambda url: _nested(url, depth + 1) if depth + 1 < _MAX_NEST else url)
     if text == decoded:
         return value
     text = redact_shapes(text)
