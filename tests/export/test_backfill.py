@@ -80,6 +80,10 @@ def test_export_otlp_window_and_text_opt_in(golden: Path) -> None:
         r = CliRunner().invoke(
             cli, ["export", "otlp", str(golden), "--endpoint", col.url, "--agent", "nobody", "--text"]
         )
+        assert r.exit_code == 2 and "never saw this agent" in r.stderr and not col.requests
+        r = CliRunner().invoke(
+            cli, ["export", "otlp", str(golden), "--endpoint", col.url, "--since", "2999-01-01", "--text"]
+        )
         assert r.exit_code == 2 and "no exchanges" in r.stderr and not col.requests
         r = CliRunner().invoke(cli, ["export", "otlp", str(golden), "--endpoint", col.url, "--text"])
         assert r.exit_code == 0, r.output
