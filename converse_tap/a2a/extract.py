@@ -4,7 +4,6 @@ The rows of each response document are built by `rows.Ctx`."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from . import fastjson, urls
@@ -12,6 +11,7 @@ from .charset import NOT_UTF8, loads_not_utf8
 from .classify import A2ARequest, classify
 from .constants import PUSH_AGENT, PUSH_BINDING, TERMINAL_TASK_STATES
 from .exchange import HttpExchange
+from .exchange_row import EXCHANGE_ROW, agent_of
 from .finish import finish_extraction, said
 from .grpc import DEFAULT_MAX, extract_grpc_response, message_payload, request_params
 from .grpc_frames import GrpcFrame
@@ -19,72 +19,10 @@ from .grpc_web import WebTrailers
 from .headers import activated, split_uris
 from .objects import Sighting, Walk, get
 from .push import read_delivery
-from .redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy, cached_for_short
-from .rows import MESSAGE_METHODS, Ctx, Extraction, bound_keys, id_or_none
+from .redact import NO_OPERATOR_PATTERNS, Redaction, TextPolicy
+from .rows import MESSAGE_METHODS, Ctx, Extraction, id_or_none
 from .sse import SseEvent, parse_sse
-from .traceparent import trace_columns, trace_ids
-
-_AGENT_ID = re.compile(r"^(?:[A-Za-z]{1,10}_[A-Za-z0-9_-]{6,}|[0-9a-fA-F]{8}-[0-9a-fA-F-]{27})$")
-# the exchanges table's columns (store.schema.EXCHANGES, which this layer does not import; a test holds them equal)
-EXCHANGE_COLUMNS = (
-    "exchange_id",
-    "ts_start",
-    "ts_first_byte",
-    "ts_end",
-    "client_addr",
-    "server_addr",
-    "url",
-    "http_method",
-    "http_version",
-    "agent",
-    "agent_url",
-    "agent_id",
-    "binding",
-    "dialect",
-    "method",
-    "method_raw",
-    "jsonrpc_id",
-    "a2a_version",
-    "extensions_requested",
-    "extensions_echoed",
-    "converse_requested",
-    "converse_echoed",
-    "status_code",
-    "content_type",
-    "error_code",
-    "error_status",
-    "error_message",
-    "error_reason",
-    "streamed",
-    "sse_events",
-    "bytes_in",
-    "bytes_out",
-    "context_id",
-    "task_id",
-    "task_state",
-    "complete",
-    "error",
-    "messages",
-    "replies",
-    "source",
-    "anomalies",
-    "trace_id",
-    "span_id",
-    "parent_span_id",
-)
-# an exchange row before its values are set: each row is a copy (the columns' defaults, in their order)
-_EXCHANGE_ROW: dict[str, Any] = dict.fromkeys(EXCHANGE_COLUMNS)
-_EXCHANGE_ROW.update(streamed=False, complete=False, messages=0, replies=0)
-
-
-@cached_for_short(4096)
-def agent_of(agent_url: str, redaction: Redaction = NO_OPERATOR_PATTERNS) -> tuple[str, str | None]:
-    """(agent key, agent id): the id is the last path segment when it looks like one (e.g. `ag_…`).
-    Taken from the redacted URL: no userinfo, no credential shape in the path."""
-    _, netloc, path, _, _ = urls.split(redaction.url(agent_url))  # never raises (urlsplit can)
-    segments = [s for s in path.split("/") if s]
-    agent_id = segments[-1] if segments and _AGENT_ID.match(segments[-1]) else None
-    return agent_id or f"{netloc}{path.rstrip('/')}", agent_id
+from .traceparent import trace_ids
 
 
 def _loads(data: Any, content_type: str | None = None, notes: list[str] | None = None) -> tuple[Any, str | None]:
@@ -184,7 +122,7 @@ class Extractor:
         converse_echoed = activated(sent, echoed, "extensions_echoed", anomalies)
         content_type = (resp_hdr.get("content-type") or "").lower()
         # the row's columns in their order (EXCHANGE_COLUMNS), set on a copy: cheaper than a display of 44 keys
-        row = _EXCHANGE_ROW.copy()
+        row = EXCHANGE_ROW.copy()
         row["exchange_id"] = ex.id
         row["ts_start"] = ex.ts_start
         row["ts_first_byte"] = ex.ts_first_byte
@@ -356,49 +294,6 @@ class Extractor:
 
 # anomalies that already explain why a stream's events were not seen
 _UNSEEN = ("sse_", "response_", "capture_incomplete", "no_response")
-
-
-def failed_extraction(
-    ex: HttpExchange, error: BaseException, redaction: Redaction = NO_OPERATOR_PATTERNS
-) -> Extraction:
-    """The row of an exchange whose extraction failed: what the capture itself knows, and an anomaly that says
-    why; the rest of the dataset is unaffected."""
-    url = redaction.url(ex.url)
-    agent, agent_id = agent_of(url)
-    row: dict[str, Any] = dict.fromkeys(EXCHANGE_COLUMNS)
-    row.update(
-        exchange_id=ex.id,
-        ts_start=ex.ts_start,
-        ts_first_byte=ex.ts_first_byte,
-        ts_end=ex.ts_end,
-        client_addr=ex.client_addr,
-        server_addr=ex.server_addr,
-        url=url,
-        http_method=ex.method.upper(),
-        http_version=ex.http_version,
-        agent=agent,
-        agent_url=url,
-        agent_id=agent_id,
-        binding="unknown",
-        dialect="unknown",
-        method="unknown",
-        converse_requested=False,
-        converse_echoed=False,
-        status_code=ex.status,
-        streamed=ex.sse_events is not None,
-        bytes_in=ex.bytes_in,
-        bytes_out=ex.bytes_out,
-        complete=ex.error is None and ex.status is not None,
-        error=None if ex.error is None else redaction.log_text(ex.error),
-        messages=0,
-        replies=0,
-        source=ex.source,
-        anomalies=[*ex.anomalies, f"extraction_failed:{type(error).__name__}"],
-        **trace_columns(ex.request_headers, ex.id),
-    )
-    out = Extraction(row)
-    bound_keys(out)  # the agent under the key its other exchanges have
-    return out
 
 
 def _final(doc: Any) -> bool:

@@ -20,7 +20,8 @@ from typing import Any
 from mitmproxy.net.http import url as urls
 
 from ..a2a.exchange import HttpExchange
-from ..a2a.extract import Extraction, Extractor, failed_extraction
+from ..a2a.exchange_row import failed_extraction
+from ..a2a.extract import Extraction, Extractor
 from ..a2a.grpc_codecs import grpc_content
 from ..a2a.headers import Headers
 from ..a2a.inflate import Inflater, TooLarge, decoded_prefix

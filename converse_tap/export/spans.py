@@ -23,7 +23,7 @@ from typing import Any
 
 from ..a2a import urls
 from ..a2a.constants import CARD_METHOD, JSONRPC_V1_METHODS, PUSH_METHOD
-from ..a2a.extract import agent_of
+from ..a2a.exchange_row import agent_of
 from ..a2a.traceparent import own_trace_id, span_id_for
 from .values import fit, hex_id
 

@@ -211,7 +211,8 @@ def _exchange(url: str) -> Any:
 def test_an_exchange_with_a_broken_url_is_kept_with_an_anomaly(url: str) -> None:
     """classify's and agent_of's urlsplit raised "Invalid IPv6 URL": the worker's failure row too (its
     fallback parsed the same URL), so the exchange was lost."""
-    from converse_tap.a2a.extract import extract, failed_extraction
+    from converse_tap.a2a.exchange_row import failed_extraction
+    from converse_tap.a2a.extract import extract
     from converse_tap.a2a.redact import TextPolicy
 
     ext = extract(_exchange(url), TextPolicy())

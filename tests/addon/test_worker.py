@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from converse_tap.a2a import extract as extract_module
 from converse_tap.a2a.exchange import HttpExchange
-from converse_tap.a2a.extract import EXCHANGE_COLUMNS, extract
+from converse_tap.a2a.exchange_row import EXCHANGE_COLUMNS
+from converse_tap.a2a.extract import extract
 from converse_tap.a2a.headers import Headers
 from converse_tap.a2a.redact import TextPolicy
 from converse_tap.addon.worker import Worker
