@@ -20,7 +20,7 @@ from .envelope import clip
 from .exchange import HttpExchange
 from .fastjson import MAX_VALUES
 from .fastjson import too_many_values as json_too_many_values
-from .grpc_codecs import GrpcContent, from_json, grpc_content, mend, trailer_block, unbase64
+from .grpc_codecs import GrpcContent, from_json, grpc_content, mend, message_to_dict, trailer_block, unbase64
 from .grpc_frames import GrpcFrame, body_frames, first_frame, parser_anomalies
 from .grpc_status import grpc_status
 from .grpc_utf8 import mend_utf8
@@ -126,13 +126,13 @@ def to_dict(dialect: str, message: Any) -> tuple[Any, str | None]:
 
     note = None
     try:
-        doc = json_format.MessageToDict(message)
+        doc = message_to_dict(message)
     except json_format.Error:  # a value out of ProtoJSON's range (no ValueError): mended on a copy
         mended = type(message)()
         mended.CopyFrom(message)
         dropped = mend(mended)
         try:
-            doc = json_format.MessageToDict(mended)
+            doc = message_to_dict(mended)
         except (json_format.Error, RecursionError, ValueError) as e:
             return None, f"grpc_message_undecodable:{type(e).__name__}"
         note = f"grpc_value_dropped:{','.join(dropped)}"

@@ -6,11 +6,15 @@
 - `application/grpc-web-text` bodies are base64, possibly several padded pieces one after another.
 - A Timestamp or Duration out of range, a NaN or infinite number in a Struct: `json_format` refuses the whole
   message; `mend` drops the value instead.
+- A Struct (message metadata, where the converse envelope rides) holds every number as a double, and
+  `json_format` prints each as a float: `message_to_dict` prints one that is a whole number a double holds
+  exactly (within ±2^53) as the integer the JSON bindings carry (`1`, not `1.0`).
 """
 
 from __future__ import annotations
 
 import binascii
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -96,6 +100,55 @@ def from_json(cls: Any, data: bytes) -> Any:
         return json_format.Parse(data.decode("utf-8"), cls(), ignore_unknown_fields=True)
     except (json_format.Error, RecursionError, UnicodeDecodeError) as e:
         raise ValueError(type(e).__name__) from e
+
+
+MAX_EXACT = 2**53  # past it a double no longer holds every integer: a Struct's number there is already rounded
+
+
+def message_to_dict(message: Any) -> Any:
+    """`json_format.MessageToDict(message)`, with a Struct's whole numbers (within ±MAX_EXACT) as integers.
+
+    A JSON binding's envelope `{"n": 1}` is `{"n": 1.0}` once through a Struct and json_format: its column and
+    `envelope_json` would say `1.0`, and a wrong-typed value's anomaly `=float`, where the same reply over JSON
+    says `1` and `=int`. JSON itself has one number type, so `1` is what the value was. The printer's `Value`
+    hook is json_format's own (private) one; without it (another protobuf), numbers print as json_format
+    prints them."""
+    from google.protobuf import json_format
+
+    printer = _printer()
+    if printer is not None:
+        try:
+            return printer._MessageToJsonObject(message)
+        except (AttributeError, TypeError):  # a protobuf whose private printer changed shape: its public one
+            pass
+    return json_format.MessageToDict(message)
+
+
+@functools.cache
+def _printer() -> Any:
+    from google.protobuf import json_format
+
+    base: Any = getattr(json_format, "_Printer", None)
+    if base is None or not hasattr(base, "_ValueMessageToJsonObject") or not hasattr(base, "_MessageToJsonObject"):
+        return None
+
+    class Printer(base):
+        def _ValueMessageToJsonObject(self, message: Any) -> Any:
+            which = message.WhichOneof("kind")
+            if which == "string_value":  # (what json_format gives, without its generic field printing)
+                return message.string_value
+            if which == "number_value":
+                value = message.number_value
+                if value.is_integer() and -MAX_EXACT <= value <= MAX_EXACT:  # (NaN and infinities are not)
+                    return int(value)
+            elif which == "bool_value":
+                return message.bool_value
+            return base._ValueMessageToJsonObject(self, message)  # lists, structs, nulls, other numbers
+
+    try:
+        return Printer()
+    except TypeError:  # a constructor that wants arguments: json_format's own printing
+        return None
 
 
 def mend(message: Any) -> list[str]:

@@ -285,7 +285,8 @@ class Ctx:
         row["dialect"] = req.dialect
         row["method"] = req.method
         row["message_id"] = ident if isinstance(ident, str) and ident else None
-        row["artifact_name"] = name if isinstance(name, str) else None
+        # (an empty name is none, as an empty id is: proto3 cannot tell `""` from absent, so gRPC never sends one)
+        row["artifact_name"] = name if name.__class__ is str and name else None
         row["context_id"] = cid or s.context_id
         row["task_id"] = tid or s.task_id
         row["role"] = role

@@ -344,8 +344,9 @@ def test_a_field_given_twice_is_merged_as_every_protobuf_reader_merges_it() -> N
 
 
 def test_envelope_values_of_the_wrong_type_in_a_struct_cost_their_field() -> None:
-    """A Struct turns every number into a double: `coverage: 3` arrives as 3.0; the wrong types are said on the
-    message row and the rest of the envelope is read."""
+    """A Struct turns every number into a double: `coverage: 3` arrives as 3.0, read back as the 3 a JSON binding
+    sends (`grpc_codecs.message_to_dict`); the wrong types are said on the message row and the rest of the
+    envelope is read."""
     msg = _reply()
     env = envelope()
     env["answerCoverage"]["coverage"] = 3
@@ -354,7 +355,7 @@ def test_envelope_values_of_the_wrong_type_in_a_struct_cost_their_field() -> Non
     out = _run(grpc_exchange("SendMessage", SEND, frame(pb.SendMessageResponse(message=msg).SerializeToString())))
     reply = out.messages[-1]
     assert reply["has_envelope"] and reply["coverage_availability"] == "assessed" and reply["author"] is None
-    assert reply["anomalies"] == ["wrong_type:author=list", "wrong_type:answerCoverage.coverage=float"]
+    assert reply["anomalies"] == ["wrong_type:author=list", "wrong_type:answerCoverage.coverage=int"]
 
 
 def _odd_bytes(message: object, marker: bytes = b"QQQQ") -> bytes:
