@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
-from .classify import _METHOD_IN_PREFIX, _PROBE, PEEK, _has_a2a_headers, _is_route, _may_hide_jsonrpc
+from .classify import _METHOD_IN_PREFIX, PEEK, _has_a2a_headers, _may_hide_jsonrpc
 from .constants import JSONRPC_V03_METHODS, JSONRPC_V1_METHODS
 from .headers import Headers
 from .push import may_be_push
+from .routes import PROBE, is_route
 
 
 def maybe_a2a(method: str, path: str, headers: Headers | Any, body: bytes | None) -> bool:
@@ -40,7 +41,7 @@ def maybe_a2a(method: str, path: str, headers: Headers | Any, body: bytes | None
         return True
     # (a path whose end decodes to a route is sent on: the whole path, which can be megabytes, is decoded in the
     # recording worker, never on the proxy's event loop)
-    return _is_route(path, verb) or ("%" in path and _is_route(unquote(path[-_PROBE:]), verb))
+    return is_route(path, verb) or ("%" in path and is_route(unquote(path[-PROBE:]), verb))
 
 
 # bytes of a body searched for `jsonrpc` (and for escaped ASCII letters) on the event loop, about 0.85 µs per KiB

@@ -290,23 +290,23 @@ _SEGMENTS = st.sampled_from(
 def test_routes_matched_on_a_paths_tail_are_those_of_the_whole_path(segments: list[str], verb: str) -> None:
     """The routes are matched on the last four segments only (a 64 KiB path run through every pattern cost the
     proxy's event loop 6-8 ms): the operation, base and groups are those the whole path gives."""
-    from converse_tap.a2a.classify import _CARD_PATH, _REST_ROUTES, _match_card, _match_route
+    from converse_tap.a2a.routes import CARD_PATH, REST_ROUTES, match_card, match_route
 
     path = "/" + "/".join(segments)
     expected = None
-    for i, (pattern, verbs, _, _, _) in enumerate(_REST_ROUTES):
+    for i, (pattern, verbs, _, _, _) in enumerate(REST_ROUTES):
         m = pattern.match(path)
         if m is not None and verb in verbs:
             expected = (i, m["base"], {k: v for k, v in m.groupdict().items() if k != "base"})
             break
-    got = _match_route(path, verb)
+    got = match_route(path, verb)
     if got is not None:
         i, m, head = got
         assert (i, head + m["base"], {k: v for k, v in m.groupdict().items() if k != "base"}) == expected
     else:
         assert expected is None
-    card = _CARD_PATH.match(path)
-    assert _match_card(path) == (None if card is None else card["base"])
+    card = CARD_PATH.match(path)
+    assert match_card(path) == (None if card is None else card["base"])
 
 
 @pytest.mark.parametrize(
@@ -368,14 +368,15 @@ def test_the_first_look_never_decodes_a_whole_long_path(monkeypatch: pytest.Monk
     path's last characters and sends such a request on: the worker decodes the whole path, off the event loop."""
     from converse_tap.a2a import classify as c
     from converse_tap.a2a import firstlook as f
+    from converse_tap.a2a import routes as r
 
     decoded: list[int] = []
     real = f.unquote
-    monkeypatch.setattr(f, "unquote", lambda s, *a, **k: decoded.append(len(s)) or real(s, *a, **k))
-    monkeypatch.setattr(c, "unquote", lambda s, *a, **k: decoded.append(len(s)) or real(s, *a, **k))
+    for module in (f, c, r):
+        monkeypatch.setattr(module, "unquote", lambda s, *a, **k: decoded.append(len(s)) or real(s, *a, **k))
     path = "/" + "%2F" * 6_000_000 + "message:send"
     assert f.maybe_a2a("POST", path, Headers([("content-type", "application/json")]), b"{}")
-    assert decoded and max(decoded) <= c._PROBE, max(decoded)
+    assert decoded and max(decoded) <= r.PROBE, max(decoded)
     req = c.classify("POST", "http://agent.test" + path, Headers([("content-type", "application/json")]), b"{}")
     assert req is not None and req.method == "SendMessage" and "path_percent_encoded" in req.anomalies
 
