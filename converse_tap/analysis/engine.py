@@ -361,7 +361,8 @@ class Engine:
         }
 
     def cards(self) -> pd.DataFrame:
-        return self.df("SELECT * EXCLUDE (pos) FROM agent_cards")
+        """The cards in the window, in their place in the data (file, then row: `metrics.latest_cards` reads it)."""
+        return self.df("SELECT * EXCLUDE (pos) FROM agent_cards ORDER BY pos")
 
 
 @contextmanager

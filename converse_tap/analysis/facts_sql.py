@@ -59,16 +59,17 @@ def push_owners_sql(sightings: str = "sightings", exchanges: str = "exchanges") 
     """The agent of each pushed task (`task_id`, `owner`): the one agent whose sightings or calls hold it. Every
     engine defines the relation `push_owners` ATTRIBUTED reads: this over its own `sightings` and `exchanges`, or,
     under an agent filter, over every agent's rows in the window (agent_filter.py: a task two agents hold, one of
-    them outside the filter, is no one's)."""
+    them outside the filter, is no one's). The pushed tasks are those of the deliveries' sightings and of the
+    deliveries themselves: a delivery that carried no agent message (a status update without one, an artifact) is
+    its task's agent's too, as `--agent` selects exchanges by their attributed agent."""
+    pushed = f"SELECT task_id FROM {sightings} WHERE {_PUSHED} UNION SELECT task_id FROM {exchanges} WHERE {_PUSHED}"
     return f"""
 SELECT task_id, min(agent) AS owner FROM (
     SELECT task_id, agent FROM {sightings}
-    WHERE agent IS DISTINCT FROM '{PUSH_AGENT}' AND agent IS NOT NULL
-          AND task_id IN (SELECT task_id FROM {sightings} WHERE {_PUSHED})
+    WHERE agent IS DISTINCT FROM '{PUSH_AGENT}' AND agent IS NOT NULL AND task_id IN ({pushed})
     UNION ALL
     SELECT task_id, agent FROM {exchanges}
-    WHERE ({CLIENT_CALL}) AND agent IS DISTINCT FROM '{PUSH_AGENT}' AND agent IS NOT NULL
-          AND task_id IN (SELECT task_id FROM {sightings} WHERE {_PUSHED})
+    WHERE ({CLIENT_CALL}) AND agent IS DISTINCT FROM '{PUSH_AGENT}' AND agent IS NOT NULL AND task_id IN ({pushed})
 ) GROUP BY task_id HAVING count(DISTINCT agent) = 1
 """
 
@@ -272,14 +273,20 @@ FROM replies, unnest(citations) AS t(c)
 GROUP BY 1
 """
 
-ANOMALIES = """
+ANOMALIES = f"""
 SELECT tbl AS "table", split_part(anomaly, ':', 1) AS code, count(*) AS count, min(anomaly) AS example
 FROM (
     SELECT DISTINCT 'exchanges' AS tbl, NULL::VARCHAR AS agent, exchange_id AS k, a AS anomaly
     FROM (SELECT * FROM exchanges WHERE len(anomalies) > 0), unnest(anomalies) AS t(a)
     UNION ALL
     SELECT DISTINCT 'messages', agent, coalesce(message_id, exchange_id || ':' || seq), a
-    FROM (SELECT * FROM sightings WHERE len(anomalies) > 0), unnest(anomalies) AS t(a)
+    FROM (
+        -- a distinct message is its agent's, a delivery's sighting its task's agent's ("Push deliveries"): the
+        -- same message delivered by push and polled is one (under an agent filter the views are attributed already)
+        SELECT coalesce(o.owner, s.agent) AS agent, s.message_id, s.exchange_id, s.seq, s.anomalies
+        FROM (SELECT * FROM sightings WHERE len(anomalies) > 0) s
+        LEFT JOIN push_owners o ON s.agent = '{PUSH_AGENT}' AND s.task_id = o.task_id
+    ), unnest(anomalies) AS t(a)
     UNION ALL
     SELECT DISTINCT 'agent_cards', agent, ts::VARCHAR, a
     FROM (SELECT * FROM agent_cards WHERE len(anomalies) > 0), unnest(anomalies) AS t(a)

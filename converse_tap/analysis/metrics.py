@@ -271,10 +271,14 @@ def adoption(exchanges: pd.DataFrame, messages: pd.DataFrame) -> pd.DataFrame:
 
 
 def latest_cards(cards: pd.DataFrame) -> pd.DataFrame:
-    """The most recent card of each agent and source (well-known, extended)."""
+    """The most recent card of each agent and source (well-known, extended): by time, a card without one last
+    (ordered last, as sightings are), and cards of one time by their place in `cards` (the data's order, as
+    `Engine.cards` gives them: the one recorded last). The sort is stable: quicksort left ties to chance, so a card
+    fetched twice in one microsecond could be either."""
     if cards.empty:
         return cards
-    return cards.sort_values("ts").drop_duplicates(["agent", "source"], keep="last")
+    ordered = cards.sort_values("ts", kind="stable", na_position="last")
+    return ordered.drop_duplicates(["agent", "source"], keep="last")
 
 
 def anomaly_counts(exchanges: pd.DataFrame, messages: pd.DataFrame, cards: pd.DataFrame) -> pd.DataFrame:

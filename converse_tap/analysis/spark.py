@@ -205,7 +205,8 @@ class SparkEngine(Engine):
         return engine
 
     def cards(self) -> pd.DataFrame:
-        return self.df("SELECT * FROM agent_cards").drop(columns=["pos"])
+        """The cards in the window, in their place in the data (as `Engine.cards`)."""
+        return self.df("SELECT * FROM agent_cards ORDER BY pos").drop(columns=["pos"])
 
 
 def _active() -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 from converse_tap.a2a.constants import PUSH_AGENT
 from converse_tap.analysis.load import Window
 
-T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+T0 = datetime(2026, 12, 1, 23, 57, tzinfo=UTC)  # minutes 0 to 6 of the data span two UTC days
 STALE = timedelta(minutes=2)
 
 # --- the reference: docs/metrics.md, read literally ----------------------------------------------------------------
@@ -21,6 +21,11 @@ STALE = timedelta(minutes=2)
 NONE = "(none)"
 TERMINAL = ("completed", "abandoned")
 Z = 1.959963984540054  # the 97.5% quantile of the normal law (the document's 1.96)
+
+
+def at(minute: int, us: int = 0) -> datetime:
+    """A time `minute` minutes and `us` microseconds after T0 (a bound exactly at a row's time, or just after)."""
+    return T0 + timedelta(minutes=minute, microseconds=us)
 
 
 def key_of(value: Any) -> str:
@@ -47,37 +52,56 @@ def order(row: dict[str, Any]) -> tuple[Any, ...]:
     return (row["ts"] is None, row["ts"] or T0, row["pos"])
 
 
-def in_window(row: dict[str, Any], window: Window) -> bool:
-    """Within the window's times (its agents are chosen after push deliveries are attributed)."""
-    if window.since is not None and (row["ts"] is None or row["ts"] < window.since):
+def in_window(row: dict[str, Any], window: Window, ts: str = "ts") -> bool:
+    """Within the window's times, `since <= ts < until` (its agents are chosen after push deliveries are
+    attributed); a row without a time is in no bounded window."""
+    if window.since is not None and (row[ts] is None or row[ts] < window.since):
         return False
-    return window.until is None or (row["ts"] is not None and row["ts"] < window.until)
+    return window.until is None or (row[ts] is not None and row[ts] < window.until)
 
 
-def build_replies(rows: list[dict[str, Any]], window: Window) -> tuple[int, list[dict[str, Any]]]:
-    """(agent message sightings as stored, replies in first-sighting order)."""
-    said = [
+def agent_said(rows: list[dict[str, Any]], window: Window) -> list[dict[str, Any]]:
+    """The sightings replies are made of, in the window's times: agent-role messages in responses."""
+    return [
         r
         for r in rows
         if r["role"] == "agent" and r["object_kind"] == "message" and r["direction"] == "response"
         if in_window(r, window)
     ]
-    # "Push deliveries": a delivery's sighting is the agent's whose sightings hold its task, when exactly one agent's
-    # do (looking at every agent's rows in the time window); else it stays under the delivery's key
+
+
+def push_owners(said: list[dict[str, Any]], calls: list[dict[str, Any]]) -> dict[Any, Any]:
+    """ "Push deliveries": a delivery's task is the agent's whose sightings or calls (exchanges other than card
+    fetches and deliveries), within the window's times, hold it, when exactly one agent's do."""
     holders: dict[Any, set[str]] = {}
-    for r in said:
-        if r["agent"] != PUSH_AGENT and r["task_id"] is not None:
+    for r in [*said, *calls]:
+        if r["agent"] not in (PUSH_AGENT, None) and r["task_id"] is not None:
             holders.setdefault(r["task_id"], set()).add(r["agent"])
-    said = [
-        {**r, "agent": min(holders[r["task_id"]])}
-        if r["agent"] == PUSH_AGENT and len(holders.get(r["task_id"], ())) == 1
-        else r
-        for r in said
+    return {task: min(agents) for task, agents in holders.items() if len(agents) == 1}
+
+
+def attribute(rows: list[dict[str, Any]], owners: dict[Any, Any], window: Window) -> list[dict[str, Any]]:
+    """Each pushed row under its task's agent (when it has one), then the window's agents' rows only."""
+    out = [
+        {**r, "agent": owners[r["task_id"]]} if r["agent"] == PUSH_AGENT and r["task_id"] in owners else r for r in rows
     ]
-    said = [r for r in said if not window.agents or r["agent"] in window.agents]
+    return [r for r in out if not window.agents or r["agent"] in window.agents]
+
+
+def message_key(r: dict[str, Any]) -> Any:
+    return r["message_id"] if r["message_id"] is not None else f"sighting:{r['exchange_id']}:{r['seq']}"
+
+
+def build_replies(
+    rows: list[dict[str, Any]], window: Window, calls: list[dict[str, Any]] | None = None
+) -> tuple[int, list[dict[str, Any]]]:
+    """(agent message sightings as stored, replies in first-sighting order); `calls`: the exchanges in the
+    window's times that are calls (their tasks attribute push deliveries too)."""
+    said = agent_said(rows, window)
+    said = attribute(said, push_owners(said, calls or []), window)
     by_key: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in said:
-        mid = r["message_id"] if r["message_id"] is not None else f"sighting:{r['exchange_id']}:{r['seq']}"
+        mid = message_key(r)
         by_key.setdefault((r["agent"], mid), []).append(r)
     replies = []
     for (_agent, mid), seen in by_key.items():
@@ -149,8 +173,15 @@ def pairs(values: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
     return out
 
 
-def sections(replies: list[dict[str, Any]], turns: list[dict[str, Any]], now: datetime | None) -> dict[str, Any]:
-    """The headline figures over some replies and their turns."""
+def sections(
+    replies: list[dict[str, Any]],
+    turns: list[dict[str, Any]],
+    instances: list[dict[str, Any]],
+    now: datetime | None,
+    stale: timedelta = STALE,
+) -> dict[str, Any]:
+    """The headline figures over some replies, their turns and routine instances (a group's: "Windows and
+    groups"); `now`: the last first sighting of all the replies, which `stale` idle time is measured to."""
     assessed = [t for t in turns if t["coverage_availability"] == "assessed"]
     coverage = count([t["coverage"] for t in assessed])
     authors = count([r["author"] for r in replies if r["author"] is not None])
@@ -163,7 +194,6 @@ def sections(replies: list[dict[str, Any]], turns: list[dict[str, Any]], now: da
         states = [r["ownership_state"] for r in conv if r["ownership_state"] is not None]
         handoffs += sum(a == "ai_owned" and b == "human_owned" for a, b in pairwise(states))
         handbacks += sum(a == "human_owned" and b == "ai_owned" for a, b in pairwise(states))
-    instances = build_instances(replies)
     closed = [i for i in instances if i["outcome"] != "open"]
     n_abandoned = sum(i["outcome"] == "abandoned" for i in closed)
     slots: dict[tuple[str, str], int] = {}
@@ -198,7 +228,7 @@ def sections(replies: list[dict[str, Any]], turns: list[dict[str, Any]], now: da
             r: count([i["outcome"] for i in instances if i["routine"] == r]) for r in {i["routine"] for i in instances}
         },
         "stale": sum(
-            i["outcome"] == "open" and now is not None and i["last_seen"] is not None and now - i["last_seen"] > STALE
+            i["outcome"] == "open" and now is not None and i["last_seen"] is not None and now - i["last_seen"] > stale
             for i in instances
         ),
         "abandonment": rounded(wilson(n_abandoned, len(closed))),
@@ -213,18 +243,39 @@ def sections(replies: list[dict[str, Any]], turns: list[dict[str, Any]], now: da
     }
 
 
-def reference(rows: list[dict[str, Any]], window: Window) -> dict[str, Any]:
-    sightings, replies = build_replies(rows, window)
-    turns = build_turns(replies)
+def day_of(ts: datetime | None) -> str:
+    return ts.strftime("%Y-%m-%d") if ts is not None else NONE
+
+
+# "Windows and groups": a reply's group (agent, UTC date of its first sighting, routine) and an instance's (its
+# agent, the date of its start, its routine); a group's sections are those of its replies, turns and instances
+GROUPS = {
+    "agent": (lambda r: key_of(r["agent"]), lambda i: key_of(i["agent"])),
+    "day": (lambda r: day_of(r["first_seen"]), lambda i: day_of(i["started"])),
+    "routine": (lambda r: key_of(r["routine_name"] or r["routine_tool_name"]), lambda i: i["routine"]),
+}
+
+
+def reference(
+    rows: list[dict[str, Any]], window: Window, calls: list[dict[str, Any]] | None = None, stale: timedelta = STALE
+) -> dict[str, Any]:
+    sightings, replies = build_replies(rows, window, calls)
+    turns, instances = build_turns(replies), build_instances(replies)
     times = [r["first_seen"] for r in replies if r["first_seen"] is not None]
     now = max(times) if times else None
-    out = {"sightings": sightings, "all": sections(replies, turns, now), "agent": {}, "day": {}}
-    for agent in {key_of(r["agent"]) for r in replies}:
-        mine = [r for r in replies if key_of(r["agent"]) == agent]
-        out["agent"][agent] = sections(mine, [t for t in turns if key_of(t["agent"]) == agent], now)
-    for r in replies:
-        day = r["first_seen"].strftime("%Y-%m-%d") if r["first_seen"] else NONE
-        out["day"][day] = out["day"].get(day, 0) + 1
+    out: dict[str, Any] = {"sightings": sightings, "all": sections(replies, turns, instances, now, stale)}
+    for g, (of_reply, of_instance) in GROUPS.items():
+        keys = {of_reply(r) for r in replies} | {of_instance(i) for i in instances}
+        out[g] = {
+            k: sections(
+                [r for r in replies if of_reply(r) == k],
+                [t for t in turns if of_reply(t) == k],
+                [i for i in instances if of_instance(i) == k],
+                now,
+                stale,
+            )
+            for k in keys
+        }
     return out
 
 
@@ -271,9 +322,5 @@ def figures(s: dict[str, Any]) -> dict[str, Any]:
 
 
 def from_report(report: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "sightings": report["dataset"]["agent_message_sightings"],
-        "all": figures(report),
-        "agent": {k: figures(v) for k, v in report["groups"]["agent"].items()},
-        "day": {k: v["authors"]["replies"] for k, v in report["groups"]["day"].items() if v["authors"]["replies"]},
-    }
+    out = {"sightings": report["dataset"]["agent_message_sightings"], "all": figures(report)}
+    return out | {g: {k: figures(v) for k, v in report["groups"][g].items()} for g in GROUPS}

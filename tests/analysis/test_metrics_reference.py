@@ -25,29 +25,43 @@ from converse_tap.a2a.constants import PUSH_AGENT
 from converse_tap.analysis.engine import Engine
 from converse_tap.analysis.load import Window
 from converse_tap.analysis.report import build_report
-from converse_tap.store.schema import MESSAGES, with_version
-from tests.analysis.metrics_reference import STALE, T0, from_report, reference
+from converse_tap.store.schema import AGENT_CARDS, EXCHANGES, MESSAGES, with_version
+from tests.analysis.metrics_reference import GROUPS, STALE, T0, at, day_of, from_report, reference
 
 _WRITTEN = {"location": "result.message", "agent_url": "http://a/", "binding": "jsonrpc", "dialect": "v1.0"}
 _WRITTEN |= {"method": "SendMessage", "object_kind": "message", "direction": "response", "has_envelope": True}
+_CALLED = {"agent_url": "http://a/", "binding": "jsonrpc", "dialect": "v1.0", "method": "SendMessage"}
+_CALLED |= {"converse_requested": False, "converse_echoed": False, "streamed": False, "complete": True}
+_CALLED |= {"messages": 0, "replies": 0}
+_CARD = {"agent_url": "http://a/", "source": "well-known", "converse_declared": False}
+TABLES = {"messages": (MESSAGES, "ts", _WRITTEN), "exchanges": (EXCHANGES, "ts_start", _CALLED)}
+TABLES["agent_cards"] = (AGENT_CARDS, "ts", _CARD)
 
 # --- the dataset: rows as a recorder (or an attacker with write access) leaves them --------------------------------
 
 
-def write(root: Path, files: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Each list of rows as one Parquet file of the messages table, in that order; returns the rows with their
-    place in the data (`pos`: file, then row)."""
-    folder = root / "messages" / "date=2026-12-01"
-    folder.mkdir(parents=True, exist_ok=True)
+def write(root: Path, files: list[list[dict[str, Any]]], table: str = "messages") -> list[dict[str, Any]]:
+    """Each list of rows as one Parquet file of a table (messages, exchanges, agent_cards), in that order, split
+    into the date partitions of their times as a recorder writes them (an untimed row in the first day's); returns
+    the rows with their place in the data (`pos`: partition, file, then row), as the dataset lists them."""
+    schema, ts, written = TABLES[table]
     placed = []
     for i, rows in enumerate(files):
-        arrays = []
-        for f in MESSAGES:
-            plain = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
-            arrays.append(pa.array([r.get(f.name, _WRITTEN.get(f.name)) for r in rows], plain))
-        table = pa.Table.from_arrays(arrays, names=MESSAGES.names).cast(MESSAGES)
-        pq.write_table(table.replace_schema_metadata(with_version(MESSAGES).metadata), folder / f"part-{i:03d}.parquet")
-        placed += [{**_WRITTEN, **r, "pos": (i, j)} for j, r in enumerate(rows)]
+        days: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            days.setdefault(day_of(r.get(ts)) if r.get(ts) is not None else "2026-12-01", []).append(r)
+        for day, part in sorted(days.items()):
+            folder = root / table / f"date={day}"
+            folder.mkdir(parents=True, exist_ok=True)
+            arrays = []
+            for f in schema:
+                plain = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
+                arrays.append(pa.array([r.get(f.name, written.get(f.name)) for r in part], plain))
+            data = pa.Table.from_arrays(arrays, names=schema.names).cast(schema)
+            pq.write_table(
+                data.replace_schema_metadata(with_version(schema).metadata), folder / f"part-{i:03d}.parquet"
+            )
+            placed += [{**written, **r, "pos": (day, i, j)} for j, r in enumerate(part)]
     return placed
 
 
@@ -75,9 +89,9 @@ ROW = st.fixed_dictionaries(
         "exchange_id": st.sampled_from(["e1", "e2", "e3"]),
         "seq": st.integers(0, 1),
         # few distinct times: ties; rows written later may be earlier (the clock going backwards); some untimed
-        "ts": st.one_of(st.integers(0, 6).map(lambda m: T0 + timedelta(minutes=m)), st.just(None)),
+        "ts": st.one_of(st.builds(at, st.integers(0, 6), st.sampled_from([0, 0, 1])), st.just(None)),
         "context_id": _opt("c1", "c2"),
-        "task_id": _opt("t1", "t2"),
+        "task_id": _opt("t1", "t2", "t3"),
         "role": st.sampled_from(["agent", "agent", "agent", "user", None]),
         "direction": st.sampled_from(["response", "response", "response", "request"]),
         "object_kind": st.sampled_from(["message", "message", "message", "artifact"]),
@@ -96,6 +110,7 @@ ROW = st.fixed_dictionaries(
         "invocation_tool_name": _opt("book", "(t"),
         "invocation_outcome": _opt("started", "declined", "zzz"),
         "citations": _opt([], [_cite("d1")], [_cite("d1"), _cite("d1"), _cite("(d")]),
+        "anomalies": _opt([], ["missing:author"], ["unknown_enum:coverage=x", "missing:author", "missing:author"]),
     }
 ).map(lambda r: {**r, "citation_count": None if r["citations"] is None else len(r["citations"])})
 
@@ -156,32 +171,39 @@ WINDOWS = [
     Window(agents=("A",)),
     Window(agents=("B", "(x")),
     Window(agents=(PUSH_AGENT, "A")),
-    Window(since=T0 + timedelta(minutes=3)),
+    Window(since=at(3)),  # midnight, exactly at some rows' time
+    Window(until=at(3)),  # the same bound as an end: the rows at it are out
+    Window(since=at(2), until=at(4, 1)),  # a row at 4 min is in, one at 4 min and 1 µs is out
+    Window(agents=("A", PUSH_AGENT), since=at(1, 1), until=at(5)),
 ]
+STALES = [STALE, timedelta(minutes=1), timedelta(minutes=3), timedelta(minutes=2, microseconds=1)]
 
 
-def duckdb_report(root: Path, window: Window) -> dict[str, Any]:
+def duckdb_report(root: Path, window: Window, stale: timedelta = STALE) -> dict[str, Any]:
     with Engine.over_dataset(root, window) as engine:
-        report = build_report(engine, window, by=("agent", "day"), stale_after=pd.Timedelta(STALE))
+        report = build_report(engine, window, by=tuple(GROUPS), stale_after=pd.Timedelta(stale))
     return json.loads(json.dumps(report, default=str))
 
 
-def check(report: dict[str, Any], rows: list[dict[str, Any]], window: Window) -> None:
-    got, want = from_report(report), reference(rows, window)
+def check(report: dict[str, Any], want: dict[str, Any]) -> None:
+    """The report's figures equal the reference's `want`, group by group."""
+    got = from_report(report)
     assert got["sightings"] == want["sightings"]
     assert got["all"] == want["all"]
-    assert got["day"] == want["day"]
-    assert got["agent"].keys() == want["agent"].keys()
-    for agent, figs in want["agent"].items():
-        assert got["agent"][agent] == figs, agent
+    for g in GROUPS:
+        assert got[g].keys() == want[g].keys(), g
+        for key, figs in want[g].items():
+            assert got[g][key] == figs, (g, key)
 
 
 @ORACLE
-@given(files=datasets(), w=st.sampled_from(range(len(WINDOWS))))
-def test_duckdb_report_equals_the_reference(tmp_path_factory: Any, files: list[list[dict[str, Any]]], w: int) -> None:
+@given(files=datasets(), w=st.sampled_from(range(len(WINDOWS))), s=st.sampled_from(STALES))
+def test_duckdb_report_equals_the_reference(
+    tmp_path_factory: Any, files: list[list[dict[str, Any]]], w: int, s: timedelta
+) -> None:
     root = tmp_path_factory.mktemp("oracle")
     rows = write(root, files)
-    check(duckdb_report(root, WINDOWS[w]), rows, WINDOWS[w])
+    check(duckdb_report(root, WINDOWS[w], s), reference(rows, WINDOWS[w], stale=s))
 
 
 def _status(mid: str, minute: int | None, status: str) -> dict[str, Any]:
@@ -200,7 +222,7 @@ def test_an_instance_ended_by_an_untimed_status_has_no_duration(tmp_path: Path) 
     files[2] = [{**r, "context_id": "c3"} for r in files[2]]
     rows = write(tmp_path, files)
     report = duckdb_report(tmp_path, Window())
-    check(report, rows, Window())
+    check(report, reference(rows, Window()))
     assert (report["routines"]["completed"], report["routines"]["open"]) == (2, 2)  # B's is open too, not idle
     assert report["routines"]["median_seconds"] == 60.0  # the one closed instance with a known duration
     assert report["routines"]["stale"] == 0  # the open one's last status has no time: not known to be idle
@@ -216,7 +238,7 @@ def test_spark_report_equals_the_reference(
     root = tmp_path_factory.mktemp("oracle")
     rows, window = write(root, files), WINDOWS[w]
     with SparkEngine.over_spark(root, window, spark=spark) as engine:
-        report = build_report(engine, window, by=("agent", "day"), stale_after=pd.Timedelta(STALE))
+        report = build_report(engine, window, by=tuple(GROUPS), stale_after=pd.Timedelta(STALE))
     spk = json.loads(json.dumps(report, default=str))
-    check(spk, rows, window)
+    check(spk, reference(rows, window))
     assert spk == duckdb_report(root, window)  # and every other figure of the report too
