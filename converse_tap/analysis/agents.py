@@ -9,11 +9,11 @@ from typing import Any
 import pandas as pd
 
 from ..textsafe import safe_line
-from .drill import plain
 from .engine import DEFAULT_MEMORY_LIMIT, Engine
 from .facts_sql import CLIENT_CALL, NOT_CALLS
 from .load import Frames, Window
 from .metrics import latest_cards
+from .sqlout import plain
 
 
 def dataset_agents(root: str | Path, memory_limit: str | None = None) -> list[str]:

@@ -15,8 +15,9 @@ from typing import Any
 from ..a2a.redact import TextPolicy
 from ..store.files import SALT_FILE, read_small
 from ..textsafe import safe_line, safe_text
-from .drill import AGENT_SIDE, plain, pylist
+from .drill import AGENT_SIDE
 from .engine import CONVERSATION_KEY, Engine
+from .sqlout import plain, pylist
 
 TRANSCRIPT_SCHEMA = "converse-tap-transcript/1"
 _HASHED = re.compile(r"sha256:[0-9a-f]{64}")  # text a dataset recorded with `--text hash` holds

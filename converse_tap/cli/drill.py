@@ -83,8 +83,9 @@ def sql_command(
         converse-tap sql data/ "SELECT coverage, count(*) FROM turns GROUP BY ALL"
         converse-tap sql data/ "SELECT * FROM routine_instances WHERE outcome = 'abandoned'" --format csv
     """
-    from ..analysis.drill import QueryError, check_read_only, facts_named, run_query, write_csv, write_json
-    from ..analysis.drill import write_jsonl as jsonl
+    from ..analysis.drill import QueryError, check_read_only, facts_named, run_query
+    from ..analysis.sqlout import write_csv, write_json
+    from ..analysis.sqlout import write_jsonl as jsonl
 
     try:
         check_read_only(query)
@@ -173,8 +174,8 @@ def _views() -> tuple[str, ...]:
 
 
 def _table(reader: Any, out: Any) -> None:
-    from ..analysis.drill import cell, rows
     from ..analysis.render import table_lines, terminal_width
+    from ..analysis.sqlout import cell, rows
 
     cells: list[list[str]] = []
     more = False
