@@ -242,3 +242,25 @@ class Canned:
         self.server.should_exit = True
         self.thread.join(10)
         self.sock.close()
+
+
+def tls_listener(tmp: Path, name: str = "agent") -> tuple[str, Any]:
+    """A loopback socket for hypercorn over TLS with a self-signed certificate (HTTP/2 by ALPN): its `https://`
+    base URL and the hypercorn `Config` bound to it (hypercorn owns, and closes, the socket; connections wait in
+    the backlog until it accepts them). The key and certificate are written to `tmp` as `<name>-key.pem`,
+    `<name>-cert.pem`."""
+    from hypercorn.config import Config
+
+    from converse_tap.demo.grpc_agent import self_signed
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    base = f"https://127.0.0.1:{sock.getsockname()[1]}"
+    key, cert = self_signed()
+    (tmp / f"{name}-key.pem").write_bytes(key)
+    (tmp / f"{name}-cert.pem").write_bytes(cert)
+    config = Config()
+    config.bind = [f"fd://{sock.detach()}"]
+    config.keyfile, config.certfile = str(tmp / f"{name}-key.pem"), str(tmp / f"{name}-cert.pem")
+    return base, config

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import ssl
 from pathlib import Path
 
@@ -12,13 +11,11 @@ import pytest
 from a2a.client import ClientConfig, ClientFactory
 from a2a.client.card_resolver import A2ACardResolver
 from hypercorn.asyncio import serve
-from hypercorn.config import Config
 
 from converse_tap.demo.agent import build_app
-from converse_tap.demo.grpc_agent import self_signed
 from converse_tap.store.reader import load
 from tests.integration.grpc_procs import proxy_options
-from tests.integration.procs import mitmdump
+from tests.integration.procs import mitmdump, tls_listener
 from tests.integration.script import book_a_table
 
 pytestmark = pytest.mark.integration
@@ -28,16 +25,7 @@ class H2Agent:
     """The demo agents' ASGI app on hypercorn, over TLS with a self-signed certificate: HTTP/2 by ALPN."""
 
     def __init__(self, tmp: Path) -> None:
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sock.listen()  # connections wait in the backlog until hypercorn accepts them
-        self.base = f"https://127.0.0.1:{sock.getsockname()[1]}"
-        key, cert = self_signed()
-        (tmp / "agent-key.pem").write_bytes(key)
-        (tmp / "agent-cert.pem").write_bytes(cert)
-        self.config = Config()
-        self.config.bind = [f"fd://{sock.detach()}"]  # hypercorn owns (and closes) the socket
-        self.config.keyfile, self.config.certfile = str(tmp / "agent-key.pem"), str(tmp / "agent-cert.pem")
+        self.base, self.config = tls_listener(tmp)
         self.stop = asyncio.Event()
 
     async def serve(self) -> None:

@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypercorn.asyncio import serve
-from hypercorn.config import Config
 
 from converse_tap.a2a.constants import CONVERSE_URI
-from converse_tap.demo.grpc_agent import self_signed
 from converse_tap.store.reader import load
 from tests.integration.grpc_procs import REPLY, REQUEST, STREAM, proxy_options
-from tests.integration.procs import mitmdump
+from tests.integration.procs import mitmdump, tls_listener
 from tests.integration.test_live_hunt3 import _h2
 
 pytestmark = pytest.mark.integration
@@ -83,16 +80,7 @@ async def _agent(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 
 async def _traffic(proxy: str, ca: Path, tmp: Path) -> list[tuple[bytes, list[tuple[bytes, bytes]]]]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen()
-    base = f"https://127.0.0.1:{sock.getsockname()[1]}"
-    key, cert = self_signed()
-    (tmp / "key.pem").write_bytes(key)
-    (tmp / "cert.pem").write_bytes(cert)
-    config = Config()
-    config.bind = [f"fd://{sock.detach()}"]
-    config.keyfile, config.certfile = str(tmp / "key.pem"), str(tmp / "cert.pem")
+    base, config = tls_listener(tmp)
     done = asyncio.Event()
     server = asyncio.create_task(serve(_agent, config, shutdown_trigger=done.wait))  # type: ignore[arg-type]
     got = []

@@ -21,7 +21,6 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 from hypercorn.asyncio import serve
-from hypercorn.config import Config
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -30,14 +29,13 @@ from starlette.routing import Route
 from converse_tap.a2a.constants import CONVERSE_URI
 from converse_tap.a2a.inflate import zstd
 from converse_tap.cli import cli
-from converse_tap.demo.grpc_agent import self_signed
 from converse_tap.store.reader import load
 from tests.factories import status_event
 from tests.integration.grpc_procs import REPLY as GRPC_REPLY
 from tests.integration.grpc_procs import REQUEST as GRPC_REQUEST
 from tests.integration.grpc_procs import proxy_options
 from tests.integration.hostile import Hostile, post
-from tests.integration.procs import REPLY_BYTES, SSE_EVENTS, mitmdump
+from tests.integration.procs import REPLY_BYTES, SSE_EVENTS, mitmdump, tls_listener
 from tests.integration.test_proxy import BODY, HEADERS, STREAM_BODY
 
 pytestmark = pytest.mark.integration
@@ -428,16 +426,7 @@ def _h2(proxy: str, base: str, ca: Path, calls: list[Call]) -> list[tuple[bytes,
 
 
 async def _h2_traffic(proxy: str, ca: Path, tmp: Path, stop: Callable[[], int]) -> dict[str, list[Any]]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen()
-    base = f"https://127.0.0.1:{sock.getsockname()[1]}"
-    key, cert = self_signed()
-    (tmp / "key.pem").write_bytes(key)
-    (tmp / "cert.pem").write_bytes(cert)
-    config = Config()
-    config.bind = [f"fd://{sock.detach()}"]
-    config.keyfile, config.certfile = str(tmp / "key.pem"), str(tmp / "cert.pem")
+    base, config = tls_listener(tmp)
     done, forever, whole = asyncio.Event(), asyncio.Event(), asyncio.Event()
     server = asyncio.create_task(serve(_h2_app(forever, whole), config, shutdown_trigger=done.wait))  # type: ignore[arg-type]
     got: dict[str, list[Any]] = {k: [] for k in ("sse", "reset", "forever", "unary", "versions", "grpc")}
