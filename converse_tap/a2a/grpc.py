@@ -15,7 +15,7 @@ from typing import Any
 
 from . import urls
 from .classify import A2ARequest, params_task_id
-from .constants import CONVERSE_URI, JSONRPC_V1_METHODS
+from .constants import JSONRPC_V1_METHODS
 from .envelope import clip
 from .exchange import HttpExchange
 from .fastjson import MAX_VALUES
@@ -26,7 +26,7 @@ from .grpc_status import grpc_status
 from .grpc_utf8 import mend_utf8
 from .grpc_web import WebTrailers, text_frames
 from .grpc_wire import too_many_values
-from .headers import Headers, exact_uri, split_uris, uri_variants
+from .headers import Headers, activated, split_uris
 from .redact import NO_OPERATOR_PATTERNS, Redaction
 
 PACKAGES = {"lf.a2a.v1": "v1.0", "a2a.v1": "v0.3"}  # the a2a-sdk's A2AService packages -> dialect
@@ -353,12 +353,10 @@ def extract_grpc_response(
     trailers = _trailers(ex.response_trailers, web.first, anomalies)
     if trailers is not None:
         in_trailers = trailers.get_all("a2a-extensions") + trailers.get_all("x-a2a-extensions")
-        echoed = split_uris(row["extensions_echoed"] + in_trailers, redaction)
-        row["extensions_echoed"] = echoed
-        # (compared as sent, as the headers' echo is: a redacted `HTTPS://…/v1` or `…/v1#x` is not the URI)
-        row["converse_echoed"] = row["converse_echoed"] or (CONVERSE_URI in echoed and exact_uri(in_trailers))
-        if in_trailers and not row["converse_echoed"]:
-            uri_variants(split_uris(in_trailers, redaction), "extensions_echoed", anomalies)
+        row["extensions_echoed"] = split_uris(row["extensions_echoed"] + in_trailers, redaction)
+        if in_trailers and not row["converse_echoed"]:  # (compared as sent, as the headers' echo is)
+            uris = split_uris(in_trailers, redaction)
+            row["converse_echoed"] = activated(in_trailers, uris, "extensions_echoed", anomalies)
     status, notes = grpc_status(ex.response_headers, trailers)
     anomalies += notes
     if status is None:
