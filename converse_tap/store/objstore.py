@@ -14,6 +14,7 @@ import hashlib
 import logging
 import os
 import secrets
+import threading
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -241,9 +242,66 @@ def duckdb_path(path: str) -> str:
     return f"{DUCKDB_PROTOCOL}://{path}"
 
 
+class PositionalFile:
+    """An object opened for DuckDB, which reads it from several threads at once.
+
+    DuckDB's Python filesystem reads "n bytes at offset o" as `seek(o)` then `read(n)` on one handle shared by its
+    threads, so two threads can interleave and each read the other's bytes: a Parquet footer that does not parse, a
+    page that does not decompress, or worse a page that does and sums to a wrong figure. Here each thread keeps its
+    own position and every read is a positional `read_at` on pyarrow's random-access file, which is thread-safe."""
+
+    def __init__(self, raw: pa.NativeFile) -> None:
+        self._raw = raw
+        self._size = raw.size()
+        self._local = threading.local()
+
+    def _pos(self) -> int:
+        return getattr(self._local, "pos", 0)
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos(), os.SEEK_END: self._size}[whence]
+        if base + offset < 0:
+            raise ValueError(f"negative position {base + offset}")
+        self._local.pos = base + offset
+        return self._local.pos
+
+    def tell(self) -> int:
+        return self._pos()
+
+    def read(self, size: int = -1) -> bytes:
+        pos = self._pos()
+        n = max(0, self._size - pos) if size is None or size < 0 else min(size, max(0, self._size - pos))
+        data = self._raw.read_at(n, pos) if n else b""
+        self._local.pos = pos + len(data)
+        return bytes(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._raw.closed)
+
+    def close(self) -> None:
+        self._raw.close()
+
+    def __enter__(self) -> PositionalFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def register_duckdb(con: object) -> None:
     """Let DuckDB read `convtaps3://bucket/key` through pyarrow's S3 filesystem (via fsspec's wrapper): no DuckDB
-    extension, so nothing is downloaded at run time."""
+    extension, so nothing is downloaded at run time. Objects open as `PositionalFile`s, safe under DuckDB's threads."""
     from fsspec.implementations.arrow import ArrowFSWrapper
 
     class _Fs(ArrowFSWrapper):
@@ -253,5 +311,10 @@ def register_duckdb(con: object) -> None:
         def _strip_protocol(cls, path: str) -> str:
             path = path.removeprefix(f"{DUCKDB_PROTOCOL}://")
             return path.rstrip("/")
+
+        def _open(self, path: str, mode: str = "rb", *args: object, **kwargs: object) -> object:
+            if mode != "rb":  # DuckDB only reads here
+                raise ValueError(f"{DUCKDB_PROTOCOL}:// is read-only, not {mode!r}")
+            return PositionalFile(self.fs.open_input_file(path))
 
     con.register_filesystem(_Fs(_filesystem(*_settings())))  # type: ignore[attr-defined]
