@@ -172,7 +172,7 @@ def test_a_request_of_too_many_values_is_recognised_from_its_start() -> None:
         (b"[" * 100_000 + b"]" * 100_000, "json_too_deep"),
         (b'{"message": {"parts": [{"text": "a\x01b"}]}}', "invalid_json:JSONDecodeError"),  # a raw control byte
         (b'{"message": {"parts": [}', "invalid_json:JSONDecodeError"),
-        # (a byte that is not UTF-8 is read now, replaced and said: tests/a2a/test_hunt_H_charset.py)
+        # (a byte that is not UTF-8 is read now, replaced and said: tests/a2a/test_charset_and_ids.py)
         (b'{"message": "\xff\xfe}', "invalid_json:JSONDecodeError"),
     ],
 )

@@ -445,7 +445,7 @@ def test_capture_gaps_are_a_view_of_sql(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["sql", str(tmp_path), query, "--format", "csv"])
     assert (result.exit_code, result.stdout) == (0, "reason,records\nworker_died,12\n"), result.output
     # an --agent this dataset never saw is refused (as report refuses it); that --agent leaves capture_gaps whole is
-    # tests/test_cli_hunt_V.py's, over a dataset with an agent
+    # tests/test_cli_unknown_agent.py's, over a dataset with an agent
     result = CliRunner().invoke(cli, ["sql", str(tmp_path), query, "--format", "csv", "--agent", "a"])
     assert (result.exit_code, result.stdout) == (2, ""), result.output
     assert "never saw this agent" in result.stderr

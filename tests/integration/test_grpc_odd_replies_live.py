@@ -1,4 +1,4 @@
-"""Hunt P, live: gRPC replies the hunt added notes for, through a real mitmdump with the addon, from an HTTP/2
+"""Live: the odd gRPC replies of tests/a2a/test_grpc_hostile.py, through a real mitmdump with the addon, from an HTTP/2
 agent that writes exactly the bytes given (hypercorn, ASGI trailers). The client gets them byte for byte, trailers
 too; each call is recorded with its note; no credential from the metadata reaches the dataset."""
 

@@ -1,4 +1,4 @@
-"""gRPC as other implementations and attackers send it (hunt P): messages that decode to nothing, a unary success
+"""gRPC as other implementations and attackers send it: messages that decode to nothing, a unary success
 without its message, odd `grpc-message` bytes, framing split every way, both packages, every content type,
 credentials in metadata. Frames are built by hand from the a2a-sdk's protobuf classes; flows via mitmproxy's
 `tflow` where the header path matters."""

@@ -1,5 +1,5 @@
-"""Hunt P's gRPC notes recorded live: the worker, fed a response split at every point, gives the rows the same
-response gives read whole (`extract`), for the cases the hunt added notes to."""
+"""The gRPC notes recorded live: the worker, fed a response split at every point, gives the rows the same
+response gives read whole (`extract`), for the replies tests/a2a/test_grpc_hostile.py gives notes."""
 
 from __future__ import annotations
 

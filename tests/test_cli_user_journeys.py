@@ -1,4 +1,4 @@
-"""A user-journey hunt over the CLI and the report outputs (session ten, helper U): each test one defect found by
+"""A user-journey hunt over the CLI and the report outputs: each test one defect found by
 using the commands as a user would, or as someone trying to break them would."""
 
 from __future__ import annotations
