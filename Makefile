@@ -11,8 +11,12 @@ $(PY):
 	"$$interp" -m venv $(VENV)
 	@$(PY) -m pip install $(PIP_FLAGS) --upgrade pip
 
+# python-a2a (an independent A2A implementation the tests run) goes in without its declared dependencies: its A2A
+# server and client import none of the LLM SDKs it lists (langchain, openai, anthropic...); what they do import is
+# in the dev extra
 $(VENV)/.installed-dev: pyproject.toml | $(PY)
 	$(PY) -m pip install $(PIP_FLAGS) -e '.[dev]'
+	$(PY) -m pip install $(PIP_FLAGS) --no-deps 'python-a2a>=0.5.10,<0.6'
 	@touch $@
 
 demo: $(VENV)/.installed-dev

@@ -9,7 +9,14 @@ from urllib.parse import unquote
 
 from . import fastjson, urls
 from .charset import loads_not_utf8
-from .constants import CARD_METHOD, JSONRPC_V03_METHODS, JSONRPC_V1_METHODS, PUSH_CONFIG_METHODS, STREAMING_METHODS
+from .constants import (
+    CARD_METHOD,
+    JSONRPC_V01_METHODS,
+    JSONRPC_V03_METHODS,
+    JSONRPC_V1_METHODS,
+    PUSH_CONFIG_METHODS,
+    STREAMING_METHODS,
+)
 from .envelope import clip
 from .headers import Headers
 from .objects import get
@@ -242,6 +249,39 @@ def params_task_id(operation: str, dialect: str, params: Any) -> str | None:
     return tid if isinstance(tid, str) and tid else None
 
 
+def _method_in_path(url: str, raw: str, anomalies: list[str]) -> str:
+    """The JSON-RPC URL of a call whose path ends with its method as well (python-a2a serves `POST /tasks/send`,
+    `/tasks/get`...: JSON-RPC has one URL for every call, the card's): the URL before it, which its card names, and
+    `method_in_path:<method>` said. Any other URL as it is."""
+    if url.endswith(raw) and url[-len(raw) - 1 : -len(raw)] == "/":
+        anomalies.append(f"method_in_path:{raw}")
+        return url[: -len(raw) - 1]
+    return url
+
+
+# v0.3 JSON-RPC names MCP's tasks (2025-11-25) use too, for its own calls (an agent's MCP endpoint, which the
+# converse card names, is reached through the same proxy)
+MCP_SHARED_METHODS = frozenset({"tasks/get", "tasks/list", "tasks/cancel"})
+_MCP_LIST_PARAMS = frozenset({"cursor", "_meta"})
+
+
+def _mcps_call(headers: Headers, params: Any) -> bool:
+    """An MCP call under a name A2A v0.3 shares: MCP's HTTP transport header (`MCP-Protocol-Version`, required
+    after initialisation, or `Mcp-Session-Id`), no A2A header, and MCP's params (`taskId` where A2A says `id`; for
+    a list, nothing but `cursor` and `_meta`). Such a call is not recorded. A header alone decides nothing: anyone
+    can add one to an A2A call, and the agent would answer it unrecorded; with MCP's params an A2A agent answers
+    only an error (its `tasks/get` and `tasks/cancel` need `id`)."""
+    if not (headers.get("mcp-protocol-version") or headers.get("mcp-session-id")) or _has_a2a_headers(headers):
+        return False
+    if params is None:
+        return True  # (MCP's tasks/list without a cursor; A2A's get and cancel need params)
+    if params.__class__ is not dict:
+        return False
+    if "taskId" in params:
+        return "id" not in params
+    return all(k in _MCP_LIST_PARAMS for k in params)
+
+
 def _classify_jsonrpc(url: str, headers: Headers, doc: Any) -> A2ARequest | None:
     anomalies: list[str] = []
     if isinstance(doc, list):  # a JSON-RPC batch: A2A defines none; classify by its first call
@@ -259,7 +299,14 @@ def _classify_jsonrpc(url: str, headers: Headers, doc: Any) -> A2ARequest | None
     if raw in JSONRPC_V1_METHODS:
         canonical, dialect = raw, "v1.0"
     elif raw in JSONRPC_V03_METHODS:
+        if raw in MCP_SHARED_METHODS and _mcps_call(headers, doc.get("params")):
+            return None
         canonical, dialect = JSONRPC_V03_METHODS[raw], "v0.3"
+        url = _method_in_path(url, raw, anomalies)
+    elif raw in JSONRPC_V01_METHODS:
+        canonical, dialect = JSONRPC_V01_METHODS[raw], "v0.3"
+        anomalies.append(f"method_before_v0.2:{raw}")
+        url = _method_in_path(url, raw, anomalies)
     elif _has_a2a_headers(headers):
         canonical, dialect = raw, _version_dialect(headers) or ("v0.3" if "/" in raw else "v1.0")
         if named:  # (a method of another type is said so already)

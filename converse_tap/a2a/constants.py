@@ -34,6 +34,16 @@ JSONRPC_V03_METHODS = {
     "agent/getAuthenticatedExtendedCard": "GetExtendedAgentCard",
     "agent/authenticatedExtendedCard": "GetExtendedAgentCard",
 }
+# JSON-RPC names of A2A's drafts before v0.2, which v0.2 renamed (`message/send`, `message/stream`,
+# `tasks/pushNotificationConfig/set|get`); agents still serve them (python-a2a sends `tasks/send`, fasta2a answers
+# the push-config pair). A call is recorded as that operation, dialect v0.3 (the names of `category/action` form),
+# and says `method_before_v0.2:<name>`: no client of v0.2 or later sends it
+JSONRPC_V01_METHODS = {
+    "tasks/send": "SendMessage",
+    "tasks/sendSubscribe": "SendStreamingMessage",
+    "tasks/pushNotification/set": "CreateTaskPushNotificationConfig",
+    "tasks/pushNotification/get": "GetTaskPushNotificationConfig",
+}
 PUSH_CONFIG_METHODS = frozenset(
     {
         "CreateTaskPushNotificationConfig",

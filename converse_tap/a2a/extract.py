@@ -10,6 +10,7 @@ from . import fastjson, urls
 from .charset import NOT_UTF8, loads_not_utf8
 from .classify import A2ARequest, classify
 from .constants import PUSH_AGENT, PUSH_BINDING, TERMINAL_TASK_STATES
+from .envelope import clip
 from .exchange import HttpExchange
 from .exchange_row import EXCHANGE_ROW, agent_of
 from .finish import finish_extraction, said
@@ -76,7 +77,17 @@ class Extractor:
 
     def __init__(self, ex: HttpExchange, req: A2ARequest, out: Extraction, ctx: Ctx) -> None:
         self.ex, self.req, self.out, self.ctx = ex, req, out, ctx
-        self.walk = Walk()
+        # a status timestamp is a google.protobuf.Timestamp in v1.0 and on HTTP+JSON (ProtoJSON: RFC 3339 with its
+        # zone); v0.3 JSON-RPC calls it an ISO 8601 string, and gRPC's are decoded from the wire's own
+        self.walk = walk = Walk()
+        binding = req.binding
+        if binding == "jsonrpc":
+            if req.dialect == "v0.3":
+                walk.v03 = True
+            else:
+                walk.stamps = True
+        elif binding == "rest":
+            walk.stamps = True
         self.confirmed = req.certain or "a2a+json" in (out.exchange["content_type"] or "")
         self.n_events = 0
         self.settled = False  # a stream's final A2A event has been seen
@@ -278,6 +289,11 @@ class Extractor:
                 doc, err = _loads(ex.response_body, content_type, row["anomalies"])
             if err:
                 if content_type.startswith("application/json") or "a2a" in content_type or req.certain:
+                    media = content_type.split(";", 1)[0].strip()
+                    if media and "json" not in media and err.startswith("invalid_json"):
+                        # a reply that never said it was JSON (fasta2a's `500 Internal Server Error`, text/plain): not
+                        # broken JSON, but no JSON at all
+                        err = f"response_not_json:{clip(media)}"
                     row["anomalies"].append(err)
             else:
                 if req.streaming and ex.status < 400:

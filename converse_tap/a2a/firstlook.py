@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from .classify import _METHOD_IN_PREFIX, PEEK, _has_a2a_headers, _may_hide_jsonrpc
-from .constants import JSONRPC_V03_METHODS, JSONRPC_V1_METHODS
+from .constants import JSONRPC_V01_METHODS, JSONRPC_V03_METHODS, JSONRPC_V1_METHODS
 from .headers import Headers
 from .push import may_be_push
 from .routes import PROBE, is_route
@@ -62,4 +62,4 @@ def _another_protocols_call(body: bytes) -> bool:
     if m is None:
         return False
     name = m.group(1).decode("utf-8", "replace")
-    return name not in JSONRPC_V1_METHODS and name not in JSONRPC_V03_METHODS
+    return name not in JSONRPC_V1_METHODS and name not in JSONRPC_V03_METHODS and name not in JSONRPC_V01_METHODS

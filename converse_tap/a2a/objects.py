@@ -54,6 +54,11 @@ class Walk:
     task_state: str | None = None
     event_kinds: list[str] = field(default_factory=list)
     anomalies: list[str] = field(default_factory=list)
+    # the first status's `timestamp` is still to be checked (ProtoJSON: v1.0 and HTTP+JSON; `_stamp`)
+    stamps: bool = False
+    # a v0.3 JSON-RPC exchange: a result in v1.0's wrapper shape (`{"task": {...}}`, no `kind`) is said, once
+    v03: bool = False
+    v03_said: bool = False
 
 
 def normalise_state(value: Any, anomalies: list[str] | None = None) -> str | None:
@@ -149,7 +154,12 @@ def walk_result(value: Any, location: str, w: Walk) -> None:
         said = f"unknown_enum:{location}.kind={clip(kind)}" if isinstance(kind, str) else None
         w.anomalies.append(said or f"wrong_type:{location}.kind={type(kind).__name__}")
     wrapped = [k for k in value if k in _WRAPPERS]
+    if wrapped and w.v03 and "status" in value and "id" in value:
+        wrapped = []  # a bare Task with a stray `message` member (python-a2a's echoes the user's there): no wrapper
     if wrapped:
+        if w.v03 and not w.v03_said:  # v0.3 JSON-RPC results are the object itself, named by `kind`
+            w.anomalies.append(f"v1.0_shape_in_v0.3:{location}.{wrapped[0]}")  # (fasta2a answers so)
+            w.v03_said = True
         if len(wrapped) > 1:
             w.anomalies.append(f"several_wrapper_keys:{','.join(wrapped)}")
         for k in wrapped:
@@ -196,6 +206,8 @@ def _walk_kind(kind: str, obj: dict[str, Any], location: str, w: Walk) -> None:
         state = None
         if status is not None:
             state = normalise_state(status.get("state"), w.anomalies)
+            if w.stamps:
+                _stamp(status.get("timestamp"), location, w)
             msg = status.get("message")
             if msg is not None and msg.__class__ is not dict:  # (the place named only when it is said)
                 msg = _dict_or_none(status, "message", f"{location}.status", w)
@@ -214,6 +226,8 @@ def _walk_task(task: dict[str, Any], location: str, w: Walk, summarise: bool) ->
     task_id, context_id = _ids(task, "id", location, w)
     status = _dict_or_none(task, "status", location, w)
     state = normalise_state(status.get("state"), w.anomalies) if status is not None else None
+    if w.stamps and status is not None:
+        _stamp(status.get("timestamp"), location, w)
     for key, kind in (("history", "message"), ("artifacts", "artifact")):
         items = task.get(key)
         if not isinstance(items, list):
@@ -239,6 +253,28 @@ def _walk_task(task: dict[str, Any], location: str, w: Walk, summarise: bool) ->
         _sight(w, Sighting(f"{location}.status.message", "message", "task", msg, task_id, context_id, state))
     if summarise:
         _summarise(w, task_id, context_id, state)
+
+
+# a google.protobuf.Timestamp as ProtoJSON reads it: RFC 3339 with `T`, at most nine fractional digits, and the zone
+# (`Z` or an offset) that the protobuf runtime requires (without it the a2a-sdk client refuses the whole reply)
+_RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(Z|[+-]\d\d:\d\d)?", re.ASCII)
+
+
+def _stamp(value: Any, location: str, w: Walk) -> None:
+    """The `timestamp` of an exchange's first status (one look per exchange: agents stamp their statuses alike),
+    said when no ProtoJSON reader takes it: `timestamp_without_zone` (a local time, as Python's `isoformat()` writes
+    a naive one), `timestamp_invalid` (no RFC 3339 date-time), `wrong_type` (no string)."""
+    w.stamps = False
+    if value is None:
+        return
+    if value.__class__ is str:
+        m = _RFC3339.fullmatch(value)
+        if m is not None and m.group(1) is not None:
+            return
+        kind = "timestamp_invalid" if m is None else "timestamp_without_zone"
+        w.anomalies.append(f"{kind}:{location}.status.timestamp")
+    else:
+        w.anomalies.append(f"wrong_type:{location}.status.timestamp={type(value).__name__}")
 
 
 def _sight(w: Walk, s: Sighting) -> None:
@@ -268,9 +304,9 @@ def part_kind(part: Any) -> str:
 
 def parts_of(obj: dict[str, Any], anomalies: list[str] | None = None) -> list[Any]:
     """A message's or artifact's parts; a `parts` of another type than a list is none (said so)."""
-    parts = obj.get("parts")
+    key, parts = "parts", obj.get("parts")
     if parts is None:
-        parts = obj.get("content")  # v0.3 REST
+        key, parts = "content", obj.get("content")  # v0.3 REST
     if isinstance(parts, list):
         if anomalies is not None:
             ok = _TEXT
@@ -280,7 +316,7 @@ def parts_of(obj: dict[str, Any], anomalies: list[str] | None = None) -> list[An
                     break
         return parts
     if parts is not None and anomalies is not None:
-        anomalies.append(f"wrong_type:parts={type(parts).__name__}")
+        anomalies.append(f"wrong_type:{key}={type(parts).__name__}")  # (python-a2a's `content` is one object)
     return []
 
 

@@ -126,7 +126,8 @@ class Ctx:
             if version != "2.0" and (version is not None or "jsonrpc" in doc):
                 row["anomalies"].append(f"response_jsonrpc_version:{clip(version)}")
             got, sent = doc.get("id"), req.rpc_id
-            if sent is not None and got is not None:
+            if sent is not None and got is not None and ("jsonrpc" in doc or "result" in doc or "error" in doc):
+                # (a bare A2A object's `id` is its own, a task's: no JSON-RPC id that could mismatch)
                 kind = sent.__class__  # (an id of the same plain type: equal or not, as same_rpc_id says)
                 same = sent == got if kind is got.__class__ and (kind is int or kind is str) else same_rpc_id(sent, got)
                 if not same:
@@ -136,8 +137,16 @@ class Ctx:
                 self._error(doc if err is None else err)
                 return True
             if "result" not in doc:
+                if "jsonrpc" in doc:
+                    row["anomalies"].append(f"jsonrpc_without_result{_where(event_index)}")
+                    return False
+                # no JSON-RPC response at all: an A2A object sent bare (python-a2a streams its tasks so), read by its
+                # shape as an HTTP+JSON body is
                 row["anomalies"].append(f"jsonrpc_without_result{_where(event_index)}")
-                return False
+                before, kinds = len(walk.sightings), len(walk.event_kinds)
+                walk_result(doc, "body" if event_index is None else f"event[{event_index}]", walk)
+                self._sightings(walk, before, event_index, ts)
+                return len(walk.event_kinds) > kinds
             result = doc["result"]
             if req.method == "GetExtendedAgentCard":
                 self._card(result, "extended", ts)
