@@ -8,7 +8,9 @@ a little non-A2A traffic) is generated once. Each repetition runs, interleaved, 
 - floor: one process running mitmproxy's bare `tnetstring.load` over every record of the file;
 - jobs=1: `ingest()` in one process; jobs=N: `ingest()` with N processes (default: one per core, as the CLI).
 Peak RSS is the largest VmHWM/ru_maxrss of the ingest process and of its worker processes. The files, row
-groups and bytes of the dataset written are printed for each variant, so the figures come from one run.
+groups and bytes of the dataset written are printed for each variant, so the figures come from one run. The
+parallel variant's efficiency (its rate over N times one process's) is printed beside what starting one worker
+process costs (a fresh interpreter importing what a worker imports), the part of the loss start-up explains.
 """
 
 from __future__ import annotations
@@ -150,6 +152,14 @@ def _child(args: list[str]) -> dict[str, float]:
     return figures
 
 
+def _worker_start() -> float:
+    """Seconds a fresh interpreter takes to import what an ingest worker process imports, and exit."""
+    t0 = time.perf_counter()
+    code = "import converse_tap.ingest_share, converse_tap.ingest"
+    subprocess.run([sys.executable, "-c", code], check=True, env={**mempolicy.ENVIRONMENT, **os.environ})
+    return time.perf_counter() - t0
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--flows", type=int, default=100_000)
@@ -181,7 +191,9 @@ def main() -> None:
         )
         variants = ["floor", "1", str(args.jobs)] if args.jobs != 1 else ["floor", "1"]
         runs: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
+        starts = []
         for rep in range(args.reps):
+            starts.append(_worker_start())
             for v in variants:
                 out = Path(tmp) / f"out-{v}-{rep}"
                 runs[v].append(_child(["--child", v, str(capture), str(out)]))
@@ -203,6 +215,12 @@ def main() -> None:
             )
         )
     par = variants[-1]
+    if par != "1":
+        print(
+            f"jobs={par}: parallel efficiency {rate[par] / rate['1'] / int(par):.0%} (jobs={par} / ({par} x jobs=1)); "
+            f"a fresh worker process's start-up (interpreter and imports) {statistics.median(starts):.2f}s, "
+            f"{statistics.median(starts) * rate['1']:,.0f} flows of one process's time"
+        )
     files = {v: sum(runs[v][-1][f"{t}_files"] for t in ("exchanges", "messages", "agent_cards")) for v in variants[1:]}
     print(
         f"ingest jobs={par} / floor: {rate[par] / rate['floor']:.2f}x (target >= 2); "

@@ -3,7 +3,8 @@
 Memory stays bounded whatever the size of the captures: flow files are read record by record (`flowfile`, a
 megabyte at a time), HAR files entry by entry (`harfile`), rows are journaled in batches of bounded size and rolled
 into Parquet by rows and by bytes. With several processes, each takes one contiguous share of the input and writes
-through one writer, so a parallel ingest writes about as many files as a single one (`ingest_share`).
+through one writer, so a parallel ingest writes about as many files as a single one (`ingest_share`); the first
+share is read in this process, a little larger than the others, while the worker processes start up.
 
 A compressed capture is read from a decompressed copy in a temporary folder; the input is read in rounds
 (`ingest_plan.rounds`), each round's copies removed before the next is decompressed, so that the disk holds the
@@ -38,7 +39,16 @@ from .ingest_plan import (
     size_as_given,
     split_flow_file,
 )
-from .ingest_share import LISTED, IngestResult, Run, Share, init_worker, run_share, sigint_between_exchanges
+from .ingest_share import (
+    LISTED,
+    IngestResult,
+    Run,
+    Share,
+    init_worker,
+    run_share,
+    sigint_between_exchanges,
+    sigint_received,
+)
 from .seen import SeenIds, dataset_ids
 
 __all__ = [
@@ -135,7 +145,7 @@ def _read(
 ) -> tuple[IngestResult, np.ndarray]:
     """One round: its result, and the digests of the flows it read (when a round follows, else none)."""
     total = sum(p.stat().st_size for p in found.read)
-    groups = plan(found.read, found.kinds, jobs, part_bytes)
+    groups = plan(found.read, found.kinds, jobs, part_bytes, head=part_bytes // 2)  # (read here while workers start)
     groups = [[replace(p, attachments=found.attachments.get(p.path)) if p.har else p for p in g] for g in groups]
     like = Share([], out, policy, max_body, known, redaction, journal_dir=journal_dir, keep_ids=not found.last)
     result = IngestResult()
@@ -157,33 +167,44 @@ def _parallel(
     total: int,
     result: IngestResult,
 ) -> tuple[IngestResult, np.ndarray]:
+    """The first share read in this process, at once; each other in a worker process of its own, started first
+    so that it starts up (a fresh interpreter importing the extractor, about half a second) while this one reads."""
     context = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads
-    counters = context.Array("q", 2 * len(groups), lock=False)
+    counters = context.Array("q", 2 * len(groups) + 1, lock=False)  # per share: bytes, flows; then: stop
     shares = []
     for i, group in enumerate(groups):
         earlier = [p for g in groups[:i] for p in g if not p.har]
         # (the digests of what each share read: those it put off are checked against them, `_deferred`)
         shares.append(replace(like, parts=group, before=earlier, slot=i, result=IngestResult(), keep_ids=True))
     # one executor per share: a worker that dies (killed, out of memory) breaks only its own, never its neighbours'
-    pools = [ProcessPoolExecutor(1, mp_context=context, initializer=init_worker, initargs=(counters,)) for _ in shares]
-    futures = [pool.submit(run_share, s) for pool, s in zip(pools, shares, strict=True)]
+    pools = [
+        ProcessPoolExecutor(1, mp_context=context, initializer=init_worker, initargs=(counters,)) for _ in shares[1:]
+    ]
     try:
+        futures = [pool.submit(run_share, s) for pool, s in zip(pools, shares[1:], strict=True)]
+
+        def report(done: int, flows: int) -> None:
+            counters[0], counters[1] = done, flows
+            if progress is not None:
+                progress(sum(counters[0:-1:2]), total, sum(counters[1:-1:2]))
+
+        own = Run(shares[0], report)
+        first = own.run(), own.added_ids()
         pending = set(futures)
         while pending:
+            if sigint_received():
+                counters[-1] = 1  # the workers stop too, between two exchanges
             _done, pending = wait(pending, timeout=0.25)
-            if progress is not None:
-                progress(sum(counters[0::2]), total, sum(counters[1::2]))
-    except KeyboardInterrupt:
-        result.interrupted = True
-        for pool in pools:
-            pool.shutdown(wait=False, cancel_futures=True)
+            report(counters[0], counters[1])
+    except BaseException:
+        counters[-1] = 1
+        raise
     finally:
         for pool in pools:
             pool.shutdown(wait=True)  # each worker rolls what it read into Parquet
-    added = [np.empty(0, dtype=np.uint64)]
-    for f, share in zip(futures, shares, strict=True):
-        if f.cancelled():
-            continue
+    _merge(result, first[0])
+    added = [np.empty(0, dtype=np.uint64), first[1]]
+    for f, share in zip(futures, shares[1:], strict=True):
         error = f.exception()
         if error is None:
             part, ids = f.result()

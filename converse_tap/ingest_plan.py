@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import codecs
 import json
+import math
 import os
 import re
 import tempfile
 from collections.abc import Callable, Generator
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -139,8 +140,11 @@ def split_flow_file(path: Path, part_bytes: int = PART_BYTES) -> list[Part]:
     return parts
 
 
-def plan(paths: list[Path], kinds: dict[Path, str], jobs: int, part_bytes: int = PART_BYTES) -> list[list[Part]]:
-    """The input as `jobs` (or fewer) contiguous shares of about equal bytes, one per process. A HAR larger than
+def plan(
+    paths: list[Path], kinds: dict[Path, str], jobs: int, part_bytes: int = PART_BYTES, head: int = 0
+) -> list[list[Part]]:
+    """The input as `jobs` (or fewer) contiguous shares of about equal bytes, one per process, the first `head`
+    bytes larger than the others (its process reads from the start while the others start up). A HAR larger than
     one process's share (and than `part_bytes`) is striped: stripe k of it in share k, every share reading it."""
     sizes = {p: p.stat().st_size for p in paths}
     total = sum(sizes.values())
@@ -149,28 +153,33 @@ def plan(paths: list[Path], kinds: dict[Path, str], jobs: int, part_bytes: int =
     share = -(-total // jobs)
     striped = [p for p in paths if kinds[p] == "har" and sizes[p] > max(share, part_bytes)]
     rest = total - sum(sizes[p] for p in striped)
-    share = -(-rest // jobs)
+    head = min(head, rest // jobs)
+    first, other = (rest + head * (jobs - 1)) / jobs, (rest - head) / jobs
     pieces: list[Part] = []
     for p in paths:
         if p in striped:
             continue
         if kinds[p] == "har":
             pieces.append(Part(p, har=True))
+        else:  # cut finely, so that each share ends near its due; contiguous cuts are joined again below
+            pieces.extend(split_flow_file(p, min(part_bytes, max(1, int(other) // SHARE_CUTS))))
+    groups: list[list[Part]] = [[] for _ in range(jobs)]
+    at = 0
+    for piece in pieces:  # each piece to the share its middle falls in: every share ends at the cut nearest its due
+        size = piece.size()
+        g = groups[min(jobs - 1, max(0, math.floor((at + size / 2 - first) / other) + 1))]
+        at += size
+        if g and not (piece.har or g[-1].har) and g[-1].path == piece.path and g[-1].end == piece.start:
+            g[-1] = replace(g[-1], end=piece.end)  # one part, read as a single process reads the file
         else:
-            pieces.extend(split_flow_file(p, min(part_bytes, max(1, share // 4))))
-    groups: list[list[Part]] = [[]]
-    filled = 0
-    for piece in pieces:
-        if filled >= share and len(groups) < jobs:
-            groups.append([])
-            filled = 0
-        groups[-1].append(piece)
-        filled += piece.size()
+            g.append(piece)
     if striped:
-        groups += [[] for _ in range(jobs - len(groups))]
         for k, group in enumerate(groups):
             group.extend(Part(p, har=True, stripe=k, stripes=jobs) for p in striped)
     return [g for g in groups if g]
+
+
+SHARE_CUTS = 64  # pieces of a share's worth of input among which the plan chooses where shares end
 
 
 ROUND_COPIES = 4 << 30  # bytes of decompressed copies a round gathers before it is read (and they are removed)

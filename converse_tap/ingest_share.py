@@ -4,8 +4,12 @@ in-process for a single share and in each worker process of a parallel ingest (`
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import multiprocessing
+import os
 import signal
+import sys
 import threading
 from array import array
 from collections.abc import Callable, Iterator
@@ -126,11 +130,25 @@ def sigint_between_exchanges() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def sigint_received() -> bool:
+    return _INTERRUPTED.is_set()
+
+
 def init_worker(progress: Any) -> None:
     signal.signal(signal.SIGINT, _on_sigint)
     global _PROGRESS
     _PROGRESS = progress
     keep_pandas_out()  # a worker process only ingests
+    if multiprocessing.parent_process() is not None:
+        atexit.register(_exit_now)
+
+
+def _exit_now() -> None:
+    """A worker's exit, once its executor lets it go: its files are closed and its result sent, so nothing is left
+    to tear down, and tearing down its interpreter (every module's objects freed) took 80 ms of the ingest's end."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 class Run:
@@ -357,6 +375,8 @@ def run_share(share: Share) -> tuple[IngestResult, np.ndarray]:
         if progress is not None:
             progress[2 * share.slot] = done
             progress[2 * share.slot + 1] = flows
+            if progress[len(progress) - 1]:  # the ingest was interrupted: stop between two exchanges
+                _INTERRUPTED.set()
 
     run = Run(share, report)
     return run.run(), run.added_ids()
