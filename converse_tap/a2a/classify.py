@@ -273,6 +273,11 @@ def _mcps_call(headers: Headers, params: Any) -> bool:
     only an error (its `tasks/get` and `tasks/cancel` need `id`)."""
     if not (headers.get("mcp-protocol-version") or headers.get("mcp-session-id")) or _has_a2a_headers(headers):
         return False
+    return mcps_params(params)
+
+
+def mcps_params(params: Any) -> bool:
+    """Whether a shared-name call's params are MCP's (`_mcps_call`), its headers aside (the first look reads them)."""
     if params is None:
         return True  # (MCP's tasks/list without a cursor; A2A's get and cancel need params)
     if params.__class__ is not dict:

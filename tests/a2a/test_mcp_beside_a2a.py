@@ -18,6 +18,7 @@ from converse_tap.a2a.firstlook import maybe_a2a
 from converse_tap.a2a.headers import Headers
 from converse_tap.a2a.redact import TextPolicy
 from converse_tap.addon.flows import exchange_from_flow
+from converse_tap.store.reader import load
 
 MCP = {"content-type": "application/json", "mcp-protocol-version": "2025-11-25", "mcp-session-id": "s-1"}
 
@@ -63,6 +64,7 @@ def test_a_call_that_may_be_a2a_is_recorded(method: str, params: Any, headers: d
     req = _classify(method, params, headers)
     assert req is not None, why
     assert req.binding == "jsonrpc" and req.dialect == "v0.3"
+    assert maybe_a2a("POST", "/mcp", Headers(list(headers.items())), _call(method, params)), why  # (sent on)
 
 
 def _flow(body: bytes, reply: dict[str, Any]) -> http.HTTPFlow:
@@ -72,7 +74,7 @@ def _flow(body: bytes, reply: dict[str, Any]) -> http.HTTPFlow:
         host="agent.test",
         port=9000,
         path=b"/mcp",
-        headers=http.Headers(**{k.replace("-", "_"): v for k, v in MCP.items()}),
+        headers=_wire_headers(MCP),
         content=body,
     )
     resp = tutils.tresp(headers=http.Headers(content_type="application/json"), content=json.dumps(reply).encode())
@@ -82,7 +84,7 @@ def _flow(body: bytes, reply: dict[str, Any]) -> http.HTTPFlow:
 def test_an_mcp_task_poll_leaves_no_row_while_the_a2a_call_beside_it_does() -> None:
     mcp_reply = {"jsonrpc": "2.0", "id": 7, "result": {"taskId": "786512e2", "status": "working", "ttl": 60000}}
     poll = _flow(_call("tasks/get", {"taskId": "786512e2"}), mcp_reply)
-    assert maybe_a2a("POST", "/mcp", poll.request.headers, poll.request.raw_content)  # (the worker decides)
+    assert not maybe_a2a("POST", "/mcp", poll.request.headers, poll.request.raw_content)  # left to mitmproxy
     assert extract(exchange_from_flow(poll), TextPolicy()) is None
 
     task = {"kind": "task", "id": "t-1", "contextId": "c-1", "status": {"state": "working"}}
@@ -90,3 +92,67 @@ def test_an_mcp_task_poll_leaves_no_row_while_the_a2a_call_beside_it_does() -> N
     out = extract(exchange_from_flow(a2a), TextPolicy())
     assert out is not None
     assert out.exchange["method"] == "GetTask" and out.exchange["task_state"] == "TASK_STATE_WORKING"
+
+
+# As the official MCP Python SDK (mcp 2.3.0, Streamable HTTP) sends them after initialising, byte for byte
+# (tests/integration/test_mcp_live.py); its server answers each with SSE (`event: message`) or JSON
+SDK_HEADERS = {
+    "accept": "application/json, text/event-stream",
+    "content-type": "application/json",
+    "mcp-session-id": "909c5ddad7ff4c08a215f4d145145910",
+    "mcp-protocol-version": "2025-11-25",
+}
+SDK_CALLS = [
+    b'{"jsonrpc":"2.0","id":6,"method":"tasks/get","params":{"taskId":"t-3"}}',
+    b'{"jsonrpc":"2.0","id":7,"method":"tasks/list"}',
+    b'{"jsonrpc":"2.0","id":9,"method":"tasks/cancel","params":{"taskId":"t-3"}}',
+]
+
+
+def _wire_headers(headers: dict[str, str]) -> http.Headers:
+    return http.Headers([(k.encode(), v.encode()) for k, v in headers.items()])
+
+
+@pytest.mark.parametrize("body", SDK_CALLS, ids=["get", "list", "cancel"])
+def test_the_sdks_task_calls_keep_mitmproxys_own_handling_of_their_sse_reply(tap: Any, body: bytes) -> None:
+    """The first look refuses MCP's own tasks/* call (as `classify` does), so its SSE reply is not streamed by the
+    addon and mitmproxy keeps its body (the flow file `-w` writes holds it); no row. The same call with A2A's
+    params, or an A2A header, beside MCP's headers is sent on and recorded."""
+    addon, _, out = tap
+    headers = _wire_headers(SDK_HEADERS)
+    assert not maybe_a2a("POST", "/sse/mcp", headers, body)
+    reply = b'event: message\r\ndata: {"jsonrpc":"2.0","id":6,"result":{"taskId":"t-3","status":"working"}}\r\n\r\n'
+    req = tutils.treq(method=b"POST", host="127.0.0.1", port=9000, path=b"/sse/mcp", headers=headers, content=body)
+    resp = tutils.tresp(headers=http.Headers(content_type="text/event-stream"), content=reply)
+    flow = tflow.tflow(req=req, resp=resp)
+    addon.request(flow)
+    addon.responseheaders(flow)
+    addon.response(flow)
+    assert flow.response is not None and flow.response.stream is False and flow.response.content == reply
+    a2a_params = (
+        body.replace(b'"taskId"', b'"id"') if b"taskId" in body else body.replace(b"}", b',"params":{"pageSize":5}}')
+    )
+    assert maybe_a2a("POST", "/sse/mcp", headers, a2a_params)
+    with_a2a_header = _wire_headers({**SDK_HEADERS, "a2a-version": "0.3"})
+    assert maybe_a2a("POST", "/sse/mcp", with_a2a_header, body)
+    addon.done()
+    assert load(out, "exchanges").empty
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'[{"jsonrpc":"2.0","id":6,"method":"tasks/get","params":{"taskId":"t-3"}}]',  # a batch: sent on
+        b'{"jsonrpc":"2.0","id":6,"method":"tasks/get","params":{"taskId":"t-3"},"params":{"id":"t-3"}}',
+        b'{"jsonrpc":"2.0","id":6,"method":"tasks/get","params":{"taskId":"t-3"}',  # no parser takes it
+        b'{"jsonrpc":"2.0","id":6,"method":"tasks/get","params":{"taskId":"t-3","id":"t-3"}}',
+    ],
+)
+def test_the_first_look_sends_on_what_it_cannot_say_is_mcps(body: bytes) -> None:
+    """Only a body parsed as `classify` parses it, and read as MCP's own call, is refused: a batch, repeated
+    `params` (the last is read: A2A's `id`), a body no parser takes, both `taskId` and `id` go on to the worker."""
+    headers = Headers(list(SDK_HEADERS.items()))
+    assert maybe_a2a("POST", "/mcp", headers, body)
+    req = classify("POST", "http://127.0.0.1:9000/mcp", headers, body)
+    if body.startswith(b"{") and b'"id":"t-3"' in body:
+        assert req is not None and req.method == "GetTask"
