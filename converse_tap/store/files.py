@@ -72,12 +72,16 @@ def check_journal_folder(local: Path) -> None:
     """Raise OSError when `local/_journal` is something a writer must not write into: a symbolic link (journals
     would be written, and removed at roll-over, wherever it points) or not a folder."""
     folder = local / JOURNAL_DIR
-    if folder.is_symlink():
+    try:  # looked at once: removed between two looks (the last other writer ending) it was "not a directory"
+        mode = os.lstat(folder).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
         raise OSError(
             f"{folder} is a symbolic link; a writer keeps its journals only in a folder of the dataset itself: "
             "remove the link, or write to another directory"
         )
-    if folder.exists() and not folder.is_dir():
+    if not stat.S_ISDIR(mode):
         raise NotADirectoryError(f"{folder} exists and is not a directory; move it away, or write to another directory")
 
 

@@ -4,8 +4,11 @@ writing side, `Journal`), and a dataset's journals read back with whether their 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import re
+import shutil
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,8 +16,50 @@ from pathlib import Path
 import pyarrow as pa
 
 from . import objstore
-from .files import JOURNAL_DIR, ForeignJournal, read_journal
+from .files import JOURNAL_DIR, ForeignJournal, check_journal_folder, make_dir, read_journal, read_small
 from .schema import TABLES
+
+ROLLING = "rolling-"  # + a table: the file name (stem) of that table's roll-over under way, read by `recover`
+CLAIM_TRIES = 100  # a writer's journal directory made again while other writers' ends remove `_journal` under it
+
+
+def claim_dir(directory: Path) -> int:
+    """Make a writer's journal directory and lock it (the descriptor holding the lock is returned). It is made under
+    a hidden name (`.<id>`, which `recover` and readers pass over), locked, and only then renamed into place: no one
+    ever sees it unlocked. Made so, a `recover` run meanwhile (by another recorder starting, say) cannot take it for
+    a dead writer's and remove it under the live one (which then journaled into a directory with no lock, passed
+    over by readers and by `recover`). `_journal` removed under it by another writer's end is made again."""
+    hidden = directory.with_name("." + directory.name)
+    for _ in range(CLAIM_TRIES):
+        check_journal_folder(directory.parent.parent)
+        fd = -1
+        try:
+            make_dir(hidden)
+            fd = os.open(hidden / "lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.rename(hidden, directory)
+            return fd
+        except FileNotFoundError:  # `_journal` was removed by a writer that ended meanwhile: made again
+            if fd >= 0:
+                os.close(fd)
+            shutil.rmtree(hidden, ignore_errors=True)
+    raise OSError(f"cannot make the journal directory {directory}: its folder keeps being removed")
+
+
+def release_dir(directory: Path, fd: int | None) -> None:
+    """Remove a writer's journal directory (it holds no journal) and let go of its lock: renamed to its hidden name
+    first, so no reader sees it without its lock (a reader named it a foreign folder) and no `recover` takes it
+    while the writer still holds it; `_journal` goes too when no other writer has a directory in it."""
+    hidden = directory.with_name("." + directory.name)
+    try:
+        os.rename(directory, hidden)
+    except OSError:
+        hidden = directory  # (gone, or replaced by something that is not a folder: removed where it is)
+    shutil.rmtree(hidden, ignore_errors=True)
+    if fd is not None:
+        os.close(fd)
+    with contextlib.suppress(OSError):  # only when no other writer shares the dataset
+        directory.parent.rmdir()
 
 
 class Journal:
@@ -43,6 +88,42 @@ class Journal:
             self.writer.close()
         finally:
             self.file.close()
+
+
+def mark_rolling(directory: Path, table: str, stem: str) -> None:
+    """Note (fsync'd) the stem of the files a roll-over of `table` writes, before it writes them. Killed between
+    the files and the journals' removal (a second partition still uploading, SIGKILL), a writer left its rows both
+    in Parquet and in journals, and `recover` wrote them again under another name: every row of the roll stored
+    twice. With the note, `recover` writes the same names, which replaces those files. A note that cannot be
+    written (a full local disk, whose rows an upload would free) stops no roll-over: it is removed (an earlier
+    one's name would have `recover` replace that roll-over's files) and the roll-over goes on without it."""
+    path = directory / (ROLLING + table)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            if os.write(fd, stem.encode("ascii")) != len(stem):
+                raise OSError("short write")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        unmark_rolling(directory, table)
+
+
+def unmark_rolling(directory: Path, table: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(directory / (ROLLING + table))
+
+
+def rolling_stem(directory: Path, table: str) -> str | None:
+    """The stem a dead writer of `directory` was writing `table`'s roll-over under (`<ms>-<its id>-<n>`), if any;
+    anything else in the note (not a writer's making) is None."""
+    try:
+        data = read_small(directory / (ROLLING + table), "roll-over note")
+    except OSError:
+        return None
+    text = (data or b"").decode("ascii", "replace")
+    return text if re.fullmatch(rf"\d{{1,16}}-{re.escape(directory.name)}-\d{{1,12}}", text) else None
 
 
 @dataclass
@@ -95,7 +176,7 @@ def read_journals(root: str | Path) -> Journals:
     except FileNotFoundError:  # the last writer closed and removed it meanwhile
         return out
     for d in folders:
-        if d.is_symlink() or not d.is_dir():
+        if d.name.startswith(".") or d.is_symlink() or not d.is_dir():  # (hidden: a writer starting or ending)
             continue
         if not (d / "lock").is_file():  # a writer makes its lock first
             if d.exists():  # (a writer that closed removed it, lock first, since the listing)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import logging
@@ -14,6 +15,7 @@ import pyarrow as pa
 
 from . import objstore
 from .files import JOURNAL_DIR, ForeignJournal, conform, file_kind, read_journal, write_parquet
+from .journals import rolling_stem, unmark_rolling
 from .schema import TABLES
 
 log = logging.getLogger("converse_tap.store.writer")
@@ -31,10 +33,12 @@ def recover(root: str | Path, journal_dir: Path | None = None, errors: list[str]
     if base.is_symlink():  # a writer makes a directory: a link may point anywhere, whose folders recovery removes
         log.warning("converse-tap: skipped %s: a symbolic link, not the dataset's journal directory", base)
         return recovered
-    if not base.is_dir():
+    try:
+        folders = sorted(base.iterdir())
+    except (FileNotFoundError, NotADirectoryError):  # none, or removed meanwhile by the last writer ending
         return recovered
-    for d in sorted(base.iterdir()):
-        if d.is_symlink() or not d.is_dir():
+    for d in folders:
+        if d.name.startswith(".") or d.is_symlink() or not d.is_dir():  # (hidden: a writer starting or ending)
             continue
         lock = d / "lock"
         try:  # never a FIFO's open that waits for a writer, never through a symlink; a writer made the lock first
@@ -42,7 +46,10 @@ def recover(root: str | Path, journal_dir: Path | None = None, errors: list[str]
                 raise OSError(errno.EPERM, "not a regular file")
             fd = os.open(lock, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except FileNotFoundError:
-            log.warning("converse-tap: skipped %s: no lock file, not a writer's journal directory; left in place", d)
+            if d.exists():  # (else its writer ended, or another recovery took it, since the listing)
+                log.warning(
+                    "converse-tap: skipped %s: no lock file, not a writer's journal directory; left in place", d
+                )
             continue
         except OSError as e:
             why = file_kind(lock.lstat().st_mode) if lock.exists() or lock.is_symlink() else e.strerror or str(e)
@@ -56,6 +63,8 @@ def recover(root: str | Path, journal_dir: Path | None = None, errors: list[str]
             except OSError as e:
                 log.warning("converse-tap: skipped %s: its lock cannot be locked (%s)", d, e.strerror or e)
                 continue
+            if not _still_there(lock, fd):
+                continue  # its writer ended, or another recovery took it, between the opening and the locking
             kept = False
             for table in TABLES:
                 paths, data = _recoverable(sorted(d.glob(f"{table}-*.arrows")), table)
@@ -63,7 +72,9 @@ def recover(root: str | Path, journal_dir: Path | None = None, errors: list[str]
                 if data is not None and data.num_rows:
                     target = str(root) if remote else Path(root)
                     try:
-                        write_parquet(target, table, data, f"{int(time.time() * 1000)}-{d.name}-recovered")
+                        # the names its roll-over under way was writing, if it died in one: those files replaced
+                        stem = rolling_stem(d, table) or f"{int(time.time() * 1000)}-{d.name}-recovered"
+                        write_parquet(target, table, data, stem)
                     except OSError as e:
                         if not remote:
                             raise
@@ -75,15 +86,43 @@ def recover(root: str | Path, journal_dir: Path | None = None, errors: list[str]
                     recovered[table] += data.num_rows
                 for path in paths:
                     path.unlink()
+                unmark_rolling(d, table)
             if not kept:  # only what a writer makes is removed: files of anyone else keep the directory
-                lock.unlink(missing_ok=True)
-                try:
-                    d.rmdir()
-                except OSError:
-                    log.warning("converse-tap: %s holds files that are not journals; it is left in place", d)
+                _remove(d)
         finally:
             os.close(fd)
     return recovered
+
+
+def _still_there(lock: Path, fd: int) -> bool:
+    """Whether the lock just locked through `fd` is still the one at `lock`: a lock file removed (its directory
+    with it) after its opening was a writer's that ended or a directory another recovery emptied."""
+    try:
+        st = os.lstat(lock)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def _remove(d: Path) -> None:
+    """Remove a dead writer's emptied journal directory, its lock last: renamed to its hidden name first, so a
+    reader never sees it without its lock (a foreign folder, it said)."""
+    hidden = d.with_name("." + d.name)
+    try:
+        os.rename(d, hidden)
+    except OSError:
+        hidden = d
+    (hidden / "lock").unlink(missing_ok=True)
+    try:
+        hidden.rmdir()
+    except FileNotFoundError:
+        pass
+    except OSError:
+        if hidden != d:
+            with contextlib.suppress(OSError):
+                os.rename(hidden, d)  # back where it was, for whoever owns what it holds
+        log.warning("converse-tap: %s holds files that are not journals; it is left in place", d)
 
 
 def read_all(paths: list[Path]) -> pa.Table | None:

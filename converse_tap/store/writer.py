@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import queue
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -20,9 +18,10 @@ import pyarrow as pa
 from ..a2a.extract import Extraction
 from . import objstore
 from .batches import TS_COLUMNS, UNSTORABLE, mend_rows, rows_to_batch, to_micros
-from .files import JOURNAL_DIR, check_journal_folder, make_dir, write_parquet, writer_id
+from .files import JOURNAL_DIR, check_journal_folder, write_parquet, writer_id
 from .gaps import CaptureGap
 from .journals import Journal as _Journal  # (named so by the tests that make its appends fail)
+from .journals import claim_dir, mark_rolling, release_dir, unmark_rolling
 from .recovery import read_all
 from .schema import TABLES
 
@@ -80,7 +79,7 @@ class DatasetWriter:
         self.on_rows = on_rows
         self.id = writer_id()
         self.dir = self.local / JOURNAL_DIR / self.id
-        self._stems: dict[str, str] = {}  # a failed upload's file name, reused by its retry: overwritten, not doubled
+        self._stems: dict[str, str] = {}  # a failed roll's file name, reused by its retry: overwritten, not doubled
         self._retry_at: float | None = None
         self._retry_delay = 0.0
         self.stats = WriterStats()
@@ -103,10 +102,7 @@ class DatasetWriter:
     def start(self, thread: bool = True) -> None:
         """Lock the journal directory and start the worker thread; with `thread=False`, rows are written by
         `write` in the caller's thread instead (offline ingest, where a thread hand-off only costs time)."""
-        check_journal_folder(self.local)
-        make_dir(self.dir)
-        self._lock_fd = os.open(self.dir / "lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        self._lock_fd = claim_dir(self.dir)
         if not thread:
             self._inline = True
             self._next_flush = time.monotonic() + self.flush_interval
@@ -152,9 +148,6 @@ class DatasetWriter:
                 self.root,
             )
             self.stats.rows_dropped += sum(map(len, self._pending.values()))
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
         waiting = sum(self._journal_rows.get(p, 0) for paths in self._journal_files.values() for p in paths)
         if self.remote and waiting:
             log.error(
@@ -167,9 +160,10 @@ class DatasetWriter:
                 self.local,
             )
         if not any(self._pending.values()) and not any(self._journal_files.values()):  # else: for `recover`
-            shutil.rmtree(self.dir, ignore_errors=True)
-            with contextlib.suppress(OSError):  # only when no other writer shares the dataset
-                self.dir.parent.rmdir()
+            release_dir(self.dir, self._lock_fd)  # (removed before its lock is let go: never seen unlocked)
+        elif self._lock_fd is not None:
+            os.close(self._lock_fd)
+        self._lock_fd = None
 
     # -- worker ------------------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -263,7 +257,11 @@ class DatasetWriter:
                     journal = None
                 if journal is None:
                     check_journal_folder(self.local)  # replaced by a link since: not followed
-                    make_dir(self.dir)
+                    if not self.dir.is_dir():  # (removed under us: made again, and locked, as at the start)
+                        if self._lock_fd is not None:
+                            os.close(self._lock_fd)
+                        self._lock_fd = None
+                        self._lock_fd = claim_dir(self.dir)
                     self._opened += 1
                     path = self.dir / f"{table}-{self._opened:06d}.arrows"
                     journal = self._journals[table] = _Journal(path, TABLES[table])
@@ -358,6 +356,7 @@ class DatasetWriter:
                 continue
             stem = self._stems.get(table) or f"{int(time.time() * 1000)}-{self.id}-{self._rolled}"
             try:
+                mark_rolling(self.dir, table, stem)  # for `recover`, should this process die before the journals go
                 data = read_all(paths)
                 if data is not None:
                     self.stats.files += len(write_parquet(self.root, table, data, stem))
@@ -367,10 +366,11 @@ class DatasetWriter:
                     self._journal_rows.pop(path, None)
                 paths.clear()
                 self._stems.pop(table, None)
+                unmark_rolling(self.dir, table)
             except OSError as e:  # the journals stay, and recovery will pick them up
                 self.stats.roll_failures += 1
+                self._stems[table] = stem  # (files of some date partitions may be written: the retry overwrites them)
                 if self.remote:
-                    self._stems[table] = stem
                     failed = True
                 log.error(
                     "converse-tap: cannot roll %s journals into Parquet (%s); %s",
