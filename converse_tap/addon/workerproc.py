@@ -1,7 +1,10 @@
 """The recording worker's process: `python -m converse_tap.addon.workerproc`, started by the addon's channel.
 
 Reads capture records from its stdin (the pipe the proxy writes without ever waiting), hands them to a `Worker`
-(worker.py) and stops when the proxy closes the pipe; Ctrl-C is the proxy's to handle.
+(worker.py) and stops when the proxy closes the pipe; Ctrl-C is the proxy's to handle. A SIGTERM or SIGHUP reaches
+the worker with the proxy when it is sent to their whole group (`systemctl stop`, `kill -- -PGID`, a closed
+terminal): the worker goes on until the proxy, stopping, closes the pipe, and stops on its own TERM_GRACE seconds
+after the signal if it never does, its rows written either way.
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ import sys
 import termios
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import gcpolicy
 from ..nopandas import keep_pandas_out
-from .worker import Worker
+
+if TYPE_CHECKING:
+    from .worker import Worker
 
 log = logging.getLogger("converse_tap.worker")
 _LEN = struct.Struct(">I")
@@ -30,6 +35,11 @@ _LEN = struct.Struct(">I")
 _READ = 1 << 20  # the pipe's size (channel.py sets it)
 GATHER = 0.2  # at most this long (seconds) records gather in the pipe after a read that emptied it
 GATHER_STEP = 0.01  # while they gather, how often (seconds) the worker looks how full the pipe is
+TERM_GRACE = 5.0  # seconds after a SIGTERM or SIGHUP that the worker waits for the proxy to close the pipe
+
+
+class _Stop(Exception):
+    """Told to stop, and the proxy never closed the pipe."""
 
 
 def gather_for(flush_interval: float) -> float:
@@ -92,8 +102,19 @@ def _in_pipe(fd: int) -> int:
 
 
 def main() -> int:
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    # first of all, before the imports of a second or so: a group's stop signal may come while they run
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the proxy decides when we stop: it closes the pipe
+    told: list[float] = []  # when a SIGTERM or SIGHUP came
+
+    def on_term(signum: int, _frame: Any) -> None:
+        if not told:
+            told.append(time.monotonic())
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGHUP, on_term)
+    from .worker import Worker  # pyarrow, the extractor
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     fd = sys.stdin.fileno()
     worker: Worker | None = None
     holder: list[Worker] = []
@@ -102,6 +123,8 @@ def main() -> int:
     def tick() -> None:
         if holder:
             holder[0].writer.poll()
+        if told and time.monotonic() - told[0] > TERM_GRACE:
+            raise _Stop
 
     try:
         for record in _frames(fd, tick, lambda: gather[0]):
@@ -118,6 +141,9 @@ def main() -> int:
                 worker.handle(record)
             except Exception:
                 log.exception("converse-tap: a capture record could not be handled; the recorder goes on")
+    except _Stop:
+        log.warning("converse-tap: the recording worker was told to stop and its proxy did not close the pipe "
+                    "within %.0f s: it stops, its rows written", TERM_GRACE)  # fmt: skip
     finally:
         if worker is not None:
             with contextlib.suppress(Exception):
