@@ -36,9 +36,40 @@ _ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
 LARGE = 1 << 20  # characters of an entry above which its id is hashed piece by piece (slower, no copies)
 
 
+# what an entry says of the export that holds it, or of the connection, rather than of the call: two exports of
+# one session state the same call with another `pageref` (pages are numbered per export), and mitmproxy's own
+# export counts a connection's set-up (`timings.connect`, `ssl`, and so `time`) in the first entry of a server
+# in that export only; `_`-prefixed keys are an exporter's own (Chrome's `_initiator`, `_priority`...). The
+# call's own timings (sending, waiting, receiving) stay: two calls alike in all else still differ by them.
+_OF_THE_EXPORT = frozenset({"pageref", "time", "cache"})
+_OF_THE_CALL = ("send", "wait", "receive")
+
+
+def _private(key: Any) -> bool:
+    return isinstance(key, str) and key.startswith("_")
+
+
+def identity(entry: Any) -> Any:
+    """What of an entry says which call it was: the entry without what another export of the same call states
+    differently (`_OF_THE_EXPORT`, the connection's timings, exporter-private keys of the entry and of its request
+    and response)."""
+    if not isinstance(entry, dict):
+        return entry
+    out = {k: v for k, v in entry.items() if k not in _OF_THE_EXPORT and not _private(k)}
+    if isinstance(timings := out.get("timings"), dict):
+        out["timings"] = {k: timings[k] for k in _OF_THE_CALL if k in timings}
+    for side in ("request", "response"):
+        part = out.get(side)
+        if isinstance(part, dict) and any(_private(k) for k in part):
+            out[side] = {k: v for k, v in part.items() if not _private(k)}
+    return out
+
+
 def entry_id(entry: Any, size: int = 0) -> str:
-    """A stable id for a HAR entry, from its content: the same entry ingested twice has the same exchange id.
-    An entry of `size` > LARGE characters is hashed as it is serialised, not serialised whole first."""
+    """A stable id for a HAR entry, from what says which call it was (`identity`): the same call ingested twice,
+    from one HAR or from two overlapping exports of a session, has the same exchange id. An entry of `size` >
+    LARGE characters is hashed as it is serialised, not serialised whole first."""
+    entry = identity(entry)
     h = hashlib.blake2b(digest_size=16)
     if size > LARGE:
         for piece in _ENCODER.iterencode(entry):
