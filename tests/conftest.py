@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,12 @@ from mitmproxy.test import taddons
 from converse_tap.addon.tap import ConverseTap
 from tests.golden.sample import build_sample
 
-# property tests assert what happens, never how fast: no per-example deadline on a machine that may be loaded
-settings.register_profile("no-deadline", deadline=None)
-settings.load_profile("no-deadline")
+# property tests assert what happens, never how fast: no per-example deadline on a machine that may be loaded. By
+# default every run tries the same examples (derandomized), so that `make test` passes or fails alike on every
+# machine and every run; `HYPOTHESIS_PROFILE=explore` tries new ones each run, to look for what they miss
+settings.register_profile("repeatable", deadline=None, derandomize=True)
+settings.register_profile("explore", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 @pytest.fixture

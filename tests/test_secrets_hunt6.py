@@ -363,3 +363,11 @@ def test_conversation_data_around_the_new_rules_is_stored_as_it_came() -> None:
     ext = extract(exchange_from_flow(flow), TextPolicy())
     assert ext is not None
     assert ext.messages[-1]["envelope_json"] == stored_json(env)
+
+
+@pytest.mark.parametrize("after", ["(a: b", "{a: b", "[a: b", "(x=1, y: z"])
+def test_a_folded_authorization_value_before_code_goes(after: str) -> None:
+    """`Authorization:` with its value on the next line is read as YAML's mapping under it (`type: bearer`) only
+    when that line starts with a key: a value running into code that holds a colon (`…(a: b`) goes."""
+    assert_planted_gone(f" Authorization:\n  plantsecretone{after}", "plantsecretone")
+    assert_unchanged("Authorization:\n  type: bearer")

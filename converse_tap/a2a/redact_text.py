@@ -247,14 +247,15 @@ def _auth(m: re.Match[str]) -> str:
 
 
 _PROSE_WORD = 12  # letters of a word of prose read after `Authorization:` at most
+_YAML_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*+:")  # a mapping's key
 _NEXT_WORD = re.compile(r"[ \t]++([a-z]{2,}+)(?![A-Za-z0-9_-])")
 
 
 def _auth_value(m: re.Match[str], whole: str) -> str:
     """`whole` (the match up to its value) with the value replaced, or `whole` itself when it stays."""
     value = m.group("value")
-    if m.group("fold") and value.endswith(":"):
-        return whole  # YAML: `Authorization:` then a mapping under it (`type: bearer`)
+    if m.group("fold") and _YAML_KEY.fullmatch(value):
+        return whole  # YAML: `Authorization:` then a mapping under it (`type: bearer`), not `…(a:` of code
     if (not m.group("scheme") and value.lower() in _SCHEMES) or _PLACEHOLDER.fullmatch(value):
         return whole  # a scheme's name alone (before credentials redacted: `"Bearer [REDACTED]"`), `$TOKEN`
     if m.group("scheme") or m.group("quote") or (len(value) >= 8 and _SYMBOL.search(value)) or looks_generated(value):
