@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -30,11 +31,13 @@ def render_cli_doc() -> str:
         "",
     ]
     for path in [[], *_commands(cli, [])]:
-        text = CliRunner().invoke(cli, [*path, "--help"], terminal_width=100).output
+        text = CliRunner().invoke(cli, [*path, "--help"], prog_name="converse-tap", terminal_width=100).output
         parts += [f"## converse-tap {' '.join(path)}".rstrip(), "", "```", text.rstrip(), "```", ""]
     return "\n".join(parts)
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1:  # (`--help` wrote the file too)
+        sys.exit(f"usage: python -m scripts.cli_doc  (writes {DOC}; takes no arguments)")
     DOC.write_text(render_cli_doc(), encoding="utf-8")
     print(f"wrote {DOC}")
