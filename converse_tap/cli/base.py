@@ -175,13 +175,21 @@ def main() -> None:
     except OSError as e:  # (a closed pipe, EPIPE, ends quietly in `_Group.invoke`)
         if e.errno == errno.EBADF and isinstance(sys.stdout.buffer, _ClosedOutput):
             sys.stdout = None  # (nothing left to flush at exit)
-            click.echo(f"Error: {e.strerror}: redirect it (> FILE), or give `report` -o FILE", err=True)
+            click.echo(f"Error: {e.strerror}: {_where_to_write(sys.argv[1:])}", err=True)
             sys.exit(2)
         if e.errno not in _FULL:
             raise
         _drop_stdout()
         click.echo(f"Error: cannot write the output: {e.strerror or e}; what was written is incomplete", err=True)
         sys.exit(1)
+
+
+def _where_to_write(argv: list[str]) -> str:
+    """What to do about a closed stdout: redirect it, or give the command's own -o if it has one."""
+    command = cli.commands.get(next((a for a in argv if not a.startswith("-")), ""))
+    has_o = command is not None and any("-o" in p.opts for p in command.params if isinstance(p, click.Option))
+    name = command.name if command is not None else ""
+    return f"redirect it (> FILE), or give `{name}` -o FILE" if has_o else "redirect it (> FILE)"
 
 
 def _drop_stdout() -> None:

@@ -158,6 +158,11 @@ def record(
         message = str(e)
         if message.startswith("unknown option"):
             message += " (--set takes mitmproxy's options, listed by `mitmdump --options`, and converse_tap_*)"
+        elif message.startswith("Invalid proxy mode"):
+            message += (
+                "; give one of mitmproxy's modes, e.g. --mode regular (the default), reverse:http://HOST:PORT,"
+                " upstream:http://HOST:PORT, transparent, socks5"
+            )
         raise UsageError(message) from e
 
 

@@ -62,6 +62,10 @@ def test_an_unwritable_out_names_out(tmp_path: Path) -> None:
     [
         (["--set", "oops"], "Error: --set takes KEY=VALUE, not 'oops'"),
         (["--set", "no_such_option=1"], "Error: unknown option(s): no_such_option (--set takes mitmproxy's options"),
+        (
+            ["--mode", "bogus"],
+            "Error: Invalid proxy mode specification: bogus (unknown mode); give one of mitmproxy's modes, e.g. --mode",
+        ),
     ],
 )
 def test_bad_set_values_exit_2_before_anything_listens(tmp_path: Path, sets: list[str], message: str) -> None:
