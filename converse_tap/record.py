@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import io
 import logging
 import signal
-from typing import Any
+import sys
+from typing import IO, Any, cast
 
 from mitmproxy import exceptions, options
+from mitmproxy.addons.termlog import TermLog
 from mitmproxy.tools.dump import DumpMaster
 
 from .a2a.redact import TEXT_POLICIES, install_log_redactor
@@ -32,22 +35,61 @@ class _DropStartupErrors(logging.Filter):
         return record.levelno < logging.ERROR
 
 
+class LogOutput(io.TextIOBase):
+    """mitmproxy's log lines, written to the first of `streams` that takes them, then to none. mitmproxy's log
+    handler exits the process on a line it cannot print: a recorder whose stdout reader went away (`record | tee
+    FILE`, the tee killed; a restarted journald) stopped serving at its next client connection, and every client
+    configured to use it was refused."""
+
+    def __init__(self, *streams: IO[str] | None) -> None:
+        super().__init__()
+        self._streams = [s for s in streams if s is not None]
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        while self._streams:
+            stream = self._streams[0]
+            try:
+                stream.write(text)
+                if "\n" in text:
+                    stream.flush()
+                return len(text)
+            except (OSError, ValueError):  # (ValueError: a stream closed under us)
+                self._streams.pop(0)
+        return len(text)
+
+    def isatty(self) -> bool:
+        try:
+            return bool(self._streams) and self._streams[0].isatty()
+        except (OSError, ValueError):
+            return False
+
+
 def _first_line(e: BaseException) -> str:
     text = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
     return text.splitlines()[0] if text else type(e).__name__
 
 
-async def run_proxy(settings: dict[str, Any], sets: list[str]) -> None:
-    """Run until SIGINT/SIGTERM. Before any traffic: raises mitmproxy's OptionsError for a bad setting,
+async def run_proxy(
+    settings: dict[str, Any], sets: list[str], log_to: tuple[IO[str] | None, ...] | None = None
+) -> None:
+    """Run until SIGINT, SIGTERM or SIGHUP. Before any traffic: raises mitmproxy's OptionsError for a bad setting,
     ListenError when the proxy cannot listen, store.files.TextPolicyConflict when the dataset holds another text
     policy. The proxy listens before the dataset is opened: a start-up that fails writes nothing and says nothing
-    that looks like recording."""
+    that looks like recording. `log_to`: where mitmproxy's log lines go, the first that takes them (by default
+    stdout, as mitmdump prints them, then stderr)."""
     # as mitmproxy's own entry point does: let every record through, termlog filters by termlog_verbosity
     logging.getLogger().setLevel(logging.DEBUG)
     for noisy in ("asyncio", "hpack", "tornado"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     opts = options.Options()
-    master = DumpMaster(opts, with_termlog=True, with_dumper=False)
+    master = DumpMaster(opts, with_termlog=False, with_dumper=False)
+    # (as Master.__init__ adds it for stdout; its `run` uninstalls it at the end)
+    output = LogOutput(*(log_to if log_to is not None else (sys.stdout, sys.stderr)))
+    master._termlog_addon = TermLog(out=cast(IO[str], output))
+    master.addons.add(master._termlog_addon)
     # mitmproxy's own lines quote URLs (a request line it cannot parse, with `user:password@` in it, is logged
     # whole): every handler the master installed redacts them first
     install_log_redactor()
@@ -67,7 +109,9 @@ async def run_proxy(settings: dict[str, Any], sets: list[str]) -> None:
         master.shutdown()
 
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP too (a closed terminal, `kill -HUP`): its default killed the proxy on the spot, with no shutdown line
+    # and the requests waiting for their response lost unsaid; its worker was left to finish alone
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(sig, on_signal)
     quiet = _DropStartupErrors()
     server_log = logging.getLogger("mitmproxy.addons.proxyserver")

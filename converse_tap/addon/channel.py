@@ -30,7 +30,12 @@ log = logging.getLogger(__name__)
 _LEN = struct.Struct(">I")
 _IOV_MAX = 512
 _F_SETPIPE_SZ = 1031  # Linux: a larger pipe absorbs bursts without a wake-up per record
-RESTART_BACKOFF = 1.0
+RESTART_BACKOFF = 1.0  # seconds after a worker's death before the next A2A record starts another
+# a worker that dies within STEADY seconds of its start doubles the back-off, up to RESTART_BACKOFF_MAX: a worker
+# that cannot run (its dataset made a file, a full disk at its start, an OOM kill at each start) was started every
+# 2 s for as long as traffic flowed, each start a second of CPU and a traceback
+RESTART_BACKOFF_MAX = 60.0
+STEADY = 30.0
 # a record `send` queues past a full backlog (a stream's start or end, so that the worker never holds a stream
 # open) is at most this large once pickled; a larger one is bounded like any other, or the request body a stream's
 # start carries would let a flood of them grow the backlog without limit while the worker is behind
@@ -72,6 +77,8 @@ class Channel:
         self._gaps: dict[str, list[float]] = {}
         self._gap_due = 0.0
         self.generation = 0  # workers started: a stream opened with an earlier one is unknown to the one running
+        self.backoff = RESTART_BACKOFF / 2  # the last back-off (doubled after a death soon after a start)
+        self._started_at = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -89,6 +96,7 @@ class Channel:
         os.set_blocking(fd, False)
         self._proc, self._fd = proc, fd
         self._buf, self._backlog = deque(), 0
+        self._started_at = time.monotonic()
         self.generation += 1
         self._send_now(("config", self.config))
 
@@ -100,8 +108,19 @@ class Channel:
         """Write what is buffered, close the pipe, wait for the worker to finish its files. Returns its exit code.
         `background`: the writing and waiting happen in a thread of their own (None is returned at once), for a
         channel replaced while traffic flows (an option changed at run time): the event loop never waits for it."""
-        if self._closed or self._proc is None:
+        if self._closed or self.generation == 0:
             return None
+        self.reap()
+        if self._proc is None:
+            # the worker died (the OOM killer, kill -9) and no record came to start another: its journals stayed
+            # behind a graceful stop, out of every report until a `recover`, and what was lost was never written
+            # down. A last worker recovers them (every worker does as it starts) and writes the losses.
+            try:
+                self.start()
+            except OSError as e:
+                log.error("converse-tap: cannot start a recording worker to recover the journals: %s", e)
+                return None
+            self.stats.restarts += 1
         self._closed = True  # from here on the event loop's callbacks leave the buffer alone (`_flush`)
         self._unwatch()
         if self._proc is not None:
@@ -168,12 +187,22 @@ class Channel:
             return False
         if self._gaps and time.monotonic() >= self._gap_due:
             self._send_gaps()
+            if self._proc is None:  # its write found the worker dead: this record has no worker to go to
+                self.stats.dropped += 1
+                self._lost("worker_died", 1, len(data))
+                return False
         self.stats.records += 1
         self._buf.append(_LEN.pack(len(data)))
         self._buf.append(data)
         self._backlog += len(data) + 4
         self._schedule()
         return True
+
+    def reap(self) -> None:
+        """A worker that died while nothing was written to it (idle when the OOM killer chose it) is found here,
+        as a failed write finds one."""
+        if not self._closed and self._proc is not None and self._proc.poll() is not None:
+            self._died(ChildProcessError("found exited"))
 
     def knows(self, generation: int) -> bool:
         """Whether the worker that got a stream's start (started as `generation`) is the one running."""
@@ -196,9 +225,9 @@ class Channel:
     def _send_gaps(self) -> None:
         """What was lost since the last note, to the worker, which writes it into the dataset (`capture_gaps`):
         a few small records, past a full backlog, at most every GAP_EVERY seconds."""
-        for reason, (records, nbytes, first, last) in self._gaps.items():
+        gaps, self._gaps = self._gaps, {}  # (a write that finds the worker dead notes that loss in a new one)
+        for reason, (records, nbytes, first, last) in gaps.items():
             self._send_now(("g", reason, int(records), int(nbytes), first, last))
-        self._gaps.clear()
         self._gap_due = time.monotonic() + GAP_EVERY
 
     def _send_now(self, record: tuple[Any, ...]) -> None:
@@ -244,6 +273,8 @@ class Channel:
         """Write as much of the backlog as the pipe takes now, without joining or copying it (writev of the
         queued buffers). False when the worker is gone."""
         buf = self._buf
+        if self._fd < 0:  # (its worker died: the descriptor number may be another file's by now)
+            return False
         while buf:
             views = list(itertools.islice(buf, 0, _IOV_MAX))
             try:
@@ -297,8 +328,18 @@ class Channel:
         with contextlib.suppress(Exception):
             if self._proc is not None and self._proc.stdin is not None:
                 self._proc.stdin.close()
-        self._proc = None
-        self._down_until = time.monotonic() + RESTART_BACKOFF
+        self._proc, self._fd = None, -1
+        now = time.monotonic()
+        self.backoff = (
+            min(self.backoff * 2, RESTART_BACKOFF_MAX) if now - self._started_at < STEADY else RESTART_BACKOFF
+        )
+        self._down_until = now + self.backoff
+        if self.backoff > RESTART_BACKOFF:
+            log.error(
+                "converse-tap: the recording worker keeps stopping soon after its start; the next starts in %.0f s "
+                "(A2A exchanges until then are not recorded, and counted)",
+                self.backoff,
+            )
 
     def _restart(self) -> bool:
         if time.monotonic() < self._down_until:
@@ -307,7 +348,8 @@ class Channel:
             self.start()
         except OSError as e:
             log.error("converse-tap: cannot start the recording worker: %s", e)
-            self._down_until = time.monotonic() + RESTART_BACKOFF
+            self.backoff = min(self.backoff * 2, RESTART_BACKOFF_MAX)
+            self._down_until = time.monotonic() + self.backoff
             return False
         self.stats.restarts += 1
         return True

@@ -259,6 +259,7 @@ class ConverseTap:
         channel, self.channel = self.channel, None
         if channel is None:
             return
+        channel.reap()  # a worker found dead now: the streams it had open are lost with it (`knows`)
         # requests still waiting for their response are never recorded (the streams the worker has open, it
         # records as cut short): lost, and said so
         waiting = sum(1 for tap in self._tracked.values() if tap is None)

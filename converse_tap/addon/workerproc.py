@@ -101,7 +101,22 @@ def _in_pipe(fd: int) -> int:
         return 0
 
 
+def _output_fds_open() -> None:
+    """Descriptors 1 and 2 open, on /dev/null when the proxy was started with them closed (`mitmdump 2>&-`, a
+    daemon): the worker inherits them closed, and its lock and journal files took those numbers, where anything
+    written to stdout or stderr below Python (a fatal error, a C library's warning) would have landed in a journal."""
+    for fd in (1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_WRONLY)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+
+
 def main() -> int:
+    _output_fds_open()  # before any file is opened
     # first of all, before the imports of a second or so: a group's stop signal may come while they run
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the proxy decides when we stop: it closes the pipe
     told: list[float] = []  # when a SIGTERM or SIGHUP came
@@ -131,7 +146,11 @@ def main() -> int:
             if worker is None:
                 if record[0] != "config":
                     continue
-                worker = Worker(record[1])
+                try:
+                    worker = Worker(record[1])
+                except OSError as e:  # the dataset cannot be written (made a file, its disk full): said in a line
+                    log.error("converse-tap: the recording worker cannot write the dataset: %s", e)
+                    return 1
                 holder.append(worker)
                 keep_pandas_out()  # pyarrow would import it at the first flush (1.5 s, ~40 MiB) and never use it
                 gcpolicy.for_process()

@@ -102,6 +102,7 @@ def record(
         HTTPS_PROXY=http://127.0.0.1:8080 my-a2a-client ...
     Stop with Ctrl-C; everything recorded is flushed to Parquet.
     """
+    _standard_fds_open()
     from mitmproxy import exceptions
 
     from ..a2a.redact import Redaction
@@ -123,10 +124,17 @@ def record(
     except ValueError as e:
         raise UsageError(f"--out: {e}") from e
     created = isinstance(root, Path) and not root.exists()
+    if objstore.is_remote(root):  # the journals stay on local disk: checked first, without the network
+        try:
+            check_writable(objstore.journal_root(root, journal_dir))
+        except (OSError, RuntimeError) as e:  # RuntimeError: no home directory (HOME unset, no passwd entry)
+            where = "--journal-dir" if journal_dir is not None else "the default journal folder (under ~/.cache)"
+            raise UsageError(
+                f"cannot keep the journals of --out {out} in {where}: {e}; give --journal-dir DIR, a local "
+                "directory this user can write"
+            ) from e
     try:
         check_writable(root)
-        if objstore.is_remote(root):  # the journals stay on local disk
-            check_writable(objstore.journal_root(root, journal_dir))
         recorded = dataset_text_policy(root)
     except (OSError, ValueError) as e:
         raise UsageError(f"cannot write the dataset to --out {out}: {e}") from e
@@ -171,12 +179,39 @@ def _run_recorder(settings: dict[str, Any], sets: tuple[str, ...], created: Path
     from ..record import run_proxy
 
     try:
-        asyncio.run(run_proxy(settings, list(sets)))
+        asyncio.run(run_proxy(settings, list(sets), _log_streams()))
     except Exception:
         if created is not None:
             with contextlib.suppress(OSError):
                 created.rmdir()  # only when empty: nothing was recorded
         raise
+
+
+def _standard_fds_open() -> None:
+    """Descriptors 0, 1 and 2 open, on /dev/null when the recorder was started with them closed (a daemon's
+    `<&- >&- 2>&-`): else the first sockets the proxy opens take those numbers (its listening socket or a client's
+    connection became descriptor 2, where anything written to stderr below Python would have gone), and so do the
+    recording worker's journals, which it inherits closed."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+
+
+def _log_streams() -> tuple[Any, ...] | None:
+    """Where the proxy's log lines go: None for stdout, as mitmdump prints them (then stderr, if stdout's reader
+    goes away). A recorder started as a daemon with stdout closed (`converse-tap record ... >&- &`, `setsid`) logs
+    to stderr, or nowhere when that is closed too: mitmproxy's log handler exits the process on the first line it
+    cannot print, so such a recorder died at start-up with exit 1, recording nothing."""
+    from .base import _ClosedOutput
+
+    if sys.stdout is not None and not isinstance(getattr(sys.stdout, "buffer", None), _ClosedOutput):
+        return None
+    return (sys.stderr,)
 
 
 WHAT_INGEST_READS = (
