@@ -44,13 +44,11 @@ def foreign_reason(path: str | Path, table: str, remote: objstore.Remote | None 
     is one)."""
     try:
         if remote is not None:
-            size = remote.fs.get_file_info(str(path)).size
-            if size is None:
-                return GONE
-            if size == 0:
-                return "an empty file"
-            with remote.fs.open_input_file(str(path)) as f:
-                return _parquet_reason(f, size, table)
+            with remote.fs.open_input_file(str(path)) as f:  # (its size asked for as it opens: one request)
+                size = f.size()
+                if size == 0:
+                    return "an empty file"
+                return _parquet_reason(f, size, table, str(path))
         try:
             fd = open_regular(Path(path))  # never a FIFO, device or symlink
         except FileNotFoundError:
@@ -61,7 +59,7 @@ def foreign_reason(path: str | Path, table: str, remote: objstore.Remote | None 
             size = os.fstat(f.fileno()).st_size
             if size == 0:
                 return "an empty file"
-            return _parquet_reason(f, size, table)
+            return _parquet_reason(f, size, table, str(path))
     except ForeignJournal as e:
         return str(e)
     except FileNotFoundError:
@@ -79,13 +77,34 @@ PATTERN_NAME = (
 )
 
 
-def _parquet_reason(f: Any, size: int, table: str) -> str | None:
+# what the footer of each file found to be a table's says (its columns and rows), by the path it was listed under:
+# readers scan runs of files alike without opening every file to learn their columns (file_layout)
+_LAYOUTS: dict[str, tuple[str, int]] = {}
+_SCHEMAS: dict[str, str] = {}  # each distinct schema's key, once
+MAX_LAYOUTS = 4_000_000  # forgotten beyond this (a long-lived process listing ever new files): read again
+
+
+def file_layout(path: str) -> tuple[str, int] | None:
+    """The columns (a key equal for files of the same column names and types, in any order) and the number of
+    rows of a file the last listing (`table_files`) found to be a table's; None for a file it did not."""
+    return _LAYOUTS.get(path)
+
+
+def _remember(path: str, schema: pa.Schema, rows: int) -> None:
+    key = ",".join(sorted(f"{f.name}:{f.type}" for f in schema))
+    if len(_LAYOUTS) >= MAX_LAYOUTS:
+        _LAYOUTS.clear()
+    _LAYOUTS[path] = (_SCHEMAS.setdefault(key, key), rows)
+
+
+def _parquet_reason(f: Any, size: int, table: str, path: str) -> str | None:
     """Why the open Parquet file `f` is not one of `table`'s: its footer too big, its schema another, or values
-    of a column in a type of another writer that do not convert to the table's (compat.values_problem)."""
-    too_big = _footer_too_big(f, size)
-    if too_big:
-        return too_big
-    meta = pq.read_metadata(f)
+    of a column in a type of another writer that do not convert to the table's (compat.values_problem). A file
+    that is one is remembered (`file_layout`)."""
+    _LAYOUTS.pop(path, None)
+    meta = _footer(f, size)
+    if isinstance(meta, str):
+        return meta
     schema = meta.schema.to_arrow_schema()
     problem = schema_problem(schema, table, checked=True)
     if problem is not None:
@@ -96,29 +115,37 @@ def _parquet_reason(f: Any, size: int, table: str) -> str | None:
     ours = TABLES[table]
     wide = {c.name: ours.field(c.name).type for c in schema if c.name in ours.names}
     wide = {name: t for name, t in wide.items() if narrowing(schema.field(name).type, t)}
-    if not wide:
-        return None
     try:
-        return values_problem(pq.ParquetFile(f, metadata=meta), wide)
+        problem = values_problem(pq.ParquetFile(f, metadata=meta), wide) if wide else None
     except (OSError, pa.ArrowException) as e:
         return f"damaged inside ({str(e).strip().splitlines()[0]})"
+    if problem is None:
+        _remember(path, schema, meta.num_rows)
+    return problem
 
 
 MAX_FOOTER = 16 << 20  # a footer larger than this (thousands of row groups) is no file a writer of ours makes
 
 
-def _footer_too_big(f: Any, size: int) -> str | None:
-    """Why a Parquet file's footer is too large to read (its metadata alone would take more memory than a report
-    may: 85 MB of footer took 2.7 GB), from its last 8 bytes; None when it is not."""
+FOOTER_READ = 1 << 16  # read at once from a file's end: a writer's footer fits (on object storage, one request)
+
+
+def _footer(f: Any, size: int) -> pq.FileMetaData | str:
+    """A Parquet file's metadata, from one read of its end when the footer is in it; or why it is not read: a
+    footer too large to read (its metadata alone would take more memory than a report may: 85 MB of footer took
+    2.7 GB), as its last 8 bytes say."""
     if size < 12:
-        return None  # too short for Parquet: read_metadata says so
-    f.seek(size - 8)
-    tail = f.read(8)
-    length = int.from_bytes(tail[:4], "little")
-    if tail[4:] == b"PAR1" and length > MAX_FOOTER:
+        return pq.read_metadata(f)  # too short for Parquet: this says so
+    n = min(size, FOOTER_READ)
+    f.seek(size - n)
+    tail = f.read(n)
+    length = int.from_bytes(tail[-8:-4], "little")
+    if tail[-4:] == b"PAR1" and length > MAX_FOOTER:
         return f"a Parquet footer of {length >> 20} MiB (thousands of row groups), more than a reader may hold"
     f.seek(0)
-    return None
+    if tail[-4:] == b"PAR1" and length + 8 <= n:
+        return pq.read_metadata(pa.BufferReader(tail))
+    return pq.read_metadata(f)
 
 
 _MICROS = {"s": 1_000_000, "ms": 1_000}
