@@ -162,7 +162,7 @@ def main() -> int:
                 log.exception("converse-tap: a capture record could not be handled; the recorder goes on")
     except _Stop:
         log.warning("converse-tap: the recording worker was told to stop and its proxy did not close the pipe "
-                    "within %.0f s: it stops, its rows written", TERM_GRACE)  # fmt: skip
+                    "within %.0f s: it writes its rows and stops", TERM_GRACE)  # fmt: skip
     finally:
         if worker is not None:
             with contextlib.suppress(Exception):
