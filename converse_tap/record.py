@@ -110,9 +110,11 @@ async def run_proxy(
 
     loop = asyncio.get_running_loop()
     # SIGHUP too (a closed terminal, `kill -HUP`): its default killed the proxy on the spot, with no shutdown line
-    # and the requests waiting for their response lost unsaid; its worker was left to finish alone
+    # and the requests waiting for their response lost unsaid; its worker was left to finish alone. Unless it was
+    # ignored when we started (`nohup converse-tap record …`): a hangup then stops nothing, as asked
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        loop.add_signal_handler(sig, on_signal)
+        if sig != signal.SIGHUP or signal.getsignal(sig) is not signal.SIG_IGN:
+            loop.add_signal_handler(sig, on_signal)
     quiet = _DropStartupErrors()
     server_log = logging.getLogger("mitmproxy.addons.proxyserver")
     server_log.addFilter(quiet)

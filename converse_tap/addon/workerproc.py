@@ -125,8 +125,9 @@ def main() -> int:
         if not told:
             told.append(time.monotonic())
 
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGHUP, on_term)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is not signal.SIG_IGN:  # (ignored under `nohup`: a hangup stops no proxy then)
+            signal.signal(sig, on_term)
     from .worker import Worker  # pyarrow, the extractor
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)

@@ -90,6 +90,17 @@ class Proc:
 
 
 @contextmanager
+def hangup(disposition: Any = signal.SIG_DFL) -> Iterator[None]:
+    """SIGHUP's disposition for the processes started meanwhile, which inherit an ignored signal: a test run under
+    `nohup` ignores it, and a hangup would then stop none of them."""
+    old = signal.signal(signal.SIGHUP, disposition)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, old)
+
+
+@contextmanager
 def mitmdump(out: Path | None, *extra: str) -> Iterator[tuple[str, Proc]]:
     """mitmdump on a free port, with the addon writing to `out` (None: a bare mitmdump)."""
     args = [

@@ -15,7 +15,7 @@ import pytest
 
 from converse_tap.addon.workerproc import TERM_GRACE
 from converse_tap.store.reader import load
-from tests.integration.procs import Canned, mitmdump
+from tests.integration.procs import Canned, hangup, mitmdump
 from tests.integration.test_proxy import BODY, HEADERS
 from tests.integration.test_reliability import _children, _wait_gone
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_a_stop_signal_to_the_group_loses_no_row(tmp_path: Path, sig: signal.Signals) -> None:
     out = tmp_path / "data"
-    with Canned() as up, mitmdump(out, "--set", "converse_tap_flush_interval=60") as (proxy, proc):
+    with Canned() as up, hangup(), mitmdump(out, "--set", "converse_tap_flush_interval=60") as (proxy, proc):
         with httpx.Client(proxy=proxy, timeout=5) as client:
             for _ in range(25):
                 client.post(up.base + "/a2a", content=BODY, headers=HEADERS).raise_for_status()
@@ -72,3 +72,30 @@ def test_a_worker_told_to_stop_alone_writes_its_rows_and_is_replaced(tmp_path: P
         assert proc.stop() == 0
     assert "told to stop" in proc.output
     assert len(load(out, "exchanges")) >= 30  # the first twenty, and at least the last ten
+
+
+def test_under_nohup_a_hangup_stops_neither_proxy_nor_worker(tmp_path: Path) -> None:
+    """Started with SIGHUP ignored (`nohup mitmdump …`), the proxy goes on after a hangup: so does its worker,
+    past its grace, recording what follows."""
+    out = tmp_path / "data"
+    with (
+        Canned() as up,
+        hangup(signal.SIG_IGN),
+        mitmdump(out, "--set", "converse_tap_flush_interval=60") as (
+            proxy,
+            proc,
+        ),
+    ):
+        with httpx.Client(proxy=proxy, timeout=5) as client:
+            for _ in range(10):
+                client.post(up.base + "/a2a", content=BODY, headers=HEADERS).raise_for_status()
+            (worker,) = _children(proc.popen.pid)
+            os.kill(worker, signal.SIGHUP)
+            proc.popen.send_signal(signal.SIGHUP)
+            time.sleep(TERM_GRACE + 1)  # past the grace a worker told to stop would take
+            assert proc.popen.poll() is None and _children(proc.popen.pid) == [worker]
+            for _ in range(10):
+                client.post(up.base + "/a2a", content=BODY, headers=HEADERS).raise_for_status()
+        assert proc.stop() == 0
+    assert len(load(out, "exchanges")) == 20
+    assert "told to stop" not in proc.output

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from converse_tap.store.reader import load
-from tests.integration.procs import LISTENING, Canned, Proc
+from tests.integration.procs import LISTENING, Canned, Proc, hangup
 from tests.integration.test_proxy import BODY, HEADERS, STREAM_BODY
 
 pytestmark = pytest.mark.integration
@@ -22,7 +22,8 @@ CONVERSE_TAP = Path(sys.executable).with_name("converse-tap")
 
 def test_sighup_stops_the_recorder_in_order(tmp_path: Path) -> None:
     out = tmp_path / "data"
-    proc = Proc([str(CONVERSE_TAP), "record", "--out", str(out), "--listen-port", "0", "--flush-interval", "60"])
+    with hangup():  # (not ignored, as under `nohup`, which this recorder would then respect)
+        proc = Proc([str(CONVERSE_TAP), "record", "--out", str(out), "--listen-port", "0", "--flush-interval", "60"])
     try:
         proxy = f"http://127.0.0.1:{proc.wait_for(LISTENING).group(1)}"
         with Canned() as up, httpx.Client(proxy=proxy, timeout=30) as client:
